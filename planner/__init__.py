@@ -1,0 +1,4 @@
+"""rota planner: throughput table, policies (Pyomo + HiGHS), round mechanism, schedules.
+
+This package never imports torch.
+"""

@@ -1,0 +1,38 @@
+"""Atomic file writes: write a temp file next to the target, then rename.
+
+A crash mid-write leaves the previous file (or nothing), never a partial one.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path; on success it replaces `target` atomically."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text_atomic(target: str | os.PathLike, text: str) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_with(target: str | os.PathLike, writer: Callable[[Path], None]) -> None:
+    """Call `writer(tmp_path)` then move the result onto `target`."""
+    with atomic_path(target) as tmp:
+        writer(tmp)
