@@ -1,0 +1,497 @@
+"""Estimate missing co-location entries of a throughput table by matrix completion.
+
+Profiling every pair of job types is quadratic, so a table usually holds the
+solo rows and only some co-locations. This module fills the rest (issue 6,
+gavel_spec.md §7):
+
+1. **Factor matrix**, one per scale factor (co-location only happens between
+   job types with equal scale factors): rows are job types, columns are
+   (worker type, partner) and an entry is the *normalised co-location factor*
+   ``pair throughput of the row job / its solo throughput`` on that worker
+   type, in [0, 1]. Columns are laid out from an explicit index, never by a
+   stride, which avoids the indexing bug of Gavel's estimator (spec §7, step 3).
+2. **Completion** by alternating least squares on a biased low-rank model
+
+       factor(a, (w, b)) ~ mu + row_bias[a] + col_bias[w, b] + U[a] . V[w, b]
+
+   with ridge regularisation weighted by each row's / column's number of
+   measurements. The biases capture "how sensitive a job is" and "how
+   aggressive a partner is on that GPU", the rank-k term the interactions.
+   Row factors are shared over worker types, so a pair measured on one GPU type
+   informs the same pair on another.
+3. **Output**: for every missing entry whose two job types both have a runnable
+   solo row on that worker type, a row with ``throughput = clip(factor, 0, 1) *
+   solo``, ``status = source = 'estimated'``, and both mirror rows, so the
+   result validates. The table has no method column, so the method, rank and
+   evidence go into ``device_name`` (for a measurement it names the device that
+   produced the row; for an estimate the "device" is the estimator), e.g.
+   ``"estimated: als rank 4 from 712 measured pairs"``. An estimated factor that
+   clips to 0 cannot carry status 'estimated' (the table requires a positive
+   throughput there) and is written as status 'failed', source 'estimated'.
+
+Measured rows are never changed. Rows already marked estimated are treated as
+missing and estimated again, so re-running on an estimated table is stable.
+
+Measured failures (status oom/failed, e.g. Gavel's zeros) are by default
+*excluded* from the fit and kept as they are: "cannot co-locate" is usually a
+memory limit, a threshold effect that a low-rank model of slow-downs fits badly
+(``zeros='zero'`` fits them as factor 0 instead; benchmarks/bench_estimate.py
+compares both).
+
+Solo throughputs (including missing scale factors of a job type) are not
+estimated: Gavel's multi-GPU throughputs are not even monotone in the scale
+factor, and the simple model "speed-up of s GPUs on a worker type is the same
+for every job type" is far off on them (docs/estimation.md gives the numbers).
+Missing solo rows are listed in the report instead.
+
+Pure numpy; no torch, no solver.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from planner.errors import InputError
+from planner.table import COLUMNS, RUNNABLE_STATUSES, JobType, ThroughputTable
+
+METHOD = "als"
+DEFAULT_RANK = 4
+DEFAULT_REG = 0.01
+DEFAULT_ITERATIONS = 50
+ZERO_MODES = ("exclude", "zero")
+
+
+# --------------------------------------------------------------------------- factor matrix
+
+@dataclass
+class FactorMatrix:
+    """Normalised co-location factors of one scale factor.
+
+    ``values[i, j]`` is the factor of ``job_types[i]`` with partner
+    ``columns[j] = (worker_type, partner)``; NaN where nothing usable was
+    measured. ``wanted`` marks the entries to estimate (missing, both members
+    runnable alone on that worker type); ``failed`` marks measured "cannot
+    co-locate" entries; ``solo[i, j]`` is the row job's solo throughput on the
+    column's worker type (0 where it cannot run).
+    """
+
+    scale_factor: int
+    job_types: list[JobType]
+    columns: list[tuple[str, JobType]]
+    values: np.ndarray
+    wanted: np.ndarray
+    failed: np.ndarray
+    solo: np.ndarray
+
+    @property
+    def measured(self) -> np.ndarray:
+        return ~np.isnan(self.values)
+
+    @property
+    def worker_types(self) -> list[str]:
+        return sorted({w for w, _ in self.columns})
+
+    def mirror(self) -> tuple[np.ndarray, np.ndarray]:
+        """Index arrays (rows, cols): entry (a, (w, b)) -> (b, (w, a)); -1 where absent."""
+        row_of = {jt: i for i, jt in enumerate(self.job_types)}
+        col_of = {c: j for j, c in enumerate(self.columns)}
+        mi = np.full(self.values.shape, -1, dtype=int)
+        mj = np.full(self.values.shape, -1, dtype=int)
+        for i, a in enumerate(self.job_types):
+            for j, (w, b) in enumerate(self.columns):
+                k = col_of.get((w, a))
+                if k is not None:
+                    mi[i, j], mj[i, j] = row_of[b], k
+        return mi, mj
+
+    def pair_ids(self) -> np.ndarray:
+        """One id per (worker type, unordered pair): both mirror entries share it; -1 if none."""
+        ids: dict[tuple, int] = {}
+        out = np.full(self.values.shape, -1, dtype=int)
+        order = {jt: i for i, jt in enumerate(self.job_types)}
+        for i, a in enumerate(self.job_types):
+            for j, (w, b) in enumerate(self.columns):
+                if self.solo[i, j] <= 0:
+                    continue
+                key = (w, min(order[a], order[b]), max(order[a], order[b]))
+                out[i, j] = ids.setdefault(key, len(ids))
+        return out
+
+    def label(self, i: int, j: int) -> str:
+        w, b = self.columns[j]
+        return f"{self.job_types[i].label} with {b.label} on {w}"
+
+
+def _is_estimate(row: dict[str, Any]) -> bool:
+    return row["status"] == "estimated" or row["source"] == "estimated"
+
+
+def build_factor_matrices(table: ThroughputTable, zeros: str = "exclude") -> list[FactorMatrix]:
+    """One factor matrix per scale factor that has job types, in scale-factor order."""
+    if zeros not in ZERO_MODES:
+        raise ValueError(f"zeros must be one of {ZERO_MODES}, got {zeros!r}")
+    pair_rows: dict[tuple[str, JobType, JobType], dict[str, Any]] = {}
+    for r in table.rows:
+        if r["partner_model"] is not None:
+            a = JobType(r["model"], r["batch_size"], r["scale_factor"])
+            b = JobType(r["partner_model"], r["partner_batch_size"], r["scale_factor"])
+            pair_rows[(r["worker_type"], a, b)] = r
+
+    matrices = []
+    worker_types = table.worker_types
+    for s in sorted({jt.scale_factor for jt in table.job_types}):
+        jobs = [jt for jt in table.job_types if jt.scale_factor == s]
+        columns = [(w, b) for w in worker_types for b in jobs if table.solo(w, b) > 0]
+        shape = (len(jobs), len(columns))
+        values = np.full(shape, np.nan)
+        wanted = np.zeros(shape, dtype=bool)
+        failed = np.zeros(shape, dtype=bool)
+        solo = np.zeros(shape)
+        for i, a in enumerate(jobs):
+            for j, (w, b) in enumerate(columns):
+                solo[i, j] = own = table.solo(w, a)
+                if own <= 0:
+                    continue  # a cannot run alone on w: no pair to estimate
+                r = pair_rows.get((w, a, b))
+                if r is None or _is_estimate(r):
+                    wanted[i, j] = True
+                elif r["status"] in RUNNABLE_STATUSES:
+                    values[i, j] = r["throughput"] / own
+                else:
+                    failed[i, j] = True
+                    if zeros == "zero":
+                        values[i, j] = 0.0
+        matrices.append(FactorMatrix(s, jobs, columns, values, wanted, failed, solo))
+    return matrices
+
+
+# --------------------------------------------------------------------------- ALS
+
+@dataclass
+class LowRankModel:
+    mu: float
+    row_bias: np.ndarray
+    col_bias: np.ndarray
+    U: np.ndarray
+    V: np.ndarray
+    iterations: int
+
+    def predict(self) -> np.ndarray:
+        return self.mu + self.row_bias[:, None] + self.col_bias[None, :] + self.U @ self.V.T
+
+
+def _ridge_side(mask: np.ndarray, resid: np.ndarray, other: np.ndarray, reg: float) -> np.ndarray:
+    """Solve, for every row i, min sum_j m_ij (r_ij - theta_i . x_j)^2 + reg n_i |theta_i|^2.
+
+    ``other`` holds the features x_j (the fixed side's factors plus a 1 for the
+    bias). The penalty grows with the number of measurements n_i
+    (weighted-lambda ALS), so sparse and dense rows are shrunk alike.
+    """
+    k = other.shape[1]
+    counts = mask.sum(axis=1)
+    gram = np.einsum("ij,jk,jl->ikl", mask.astype(float), other, other)
+    gram += (reg * np.maximum(counts, 1))[:, None, None] * np.eye(k)[None]
+    rhs = (mask * resid) @ other
+    return np.linalg.solve(gram, rhs[:, :, None])[:, :, 0]
+
+
+def als_fit(values: np.ndarray, rank: int = DEFAULT_RANK, reg: float = DEFAULT_REG,
+            n_iter: int = DEFAULT_ITERATIONS, seed: int = 0, tol: float = 1e-7) -> LowRankModel:
+    """Fit the biased rank-``rank`` model to the finite entries of ``values``.
+
+    A row or column without measurements keeps zero bias and factors, so its
+    prediction falls back to the other side's effect; callers decide whether
+    such entries count as estimable (see `estimable_mask`).
+    """
+    if rank < 0:
+        raise ValueError("rank must be >= 0")
+    mask = ~np.isnan(values)
+    if not mask.any():
+        raise ValueError("no measured entries to fit")
+    n, m = values.shape
+    filled = np.where(mask, values, 0.0)
+    mu = float(filled.sum() / mask.sum())
+    rng = np.random.default_rng(seed)
+    U = rng.normal(0.0, 0.1, (n, rank))
+    V = rng.normal(0.0, 0.1, (m, rank))
+    br, bc = np.zeros(n), np.zeros(m)
+    previous = None
+    iterations = 0
+    for iterations in range(1, n_iter + 1):
+        # Rows: features [V, 1] -> (U, row bias); target minus mu and column bias.
+        theta = _ridge_side(mask, filled - mu - bc[None, :], np.hstack([V, np.ones((m, 1))]), reg)
+        U, br = theta[:, :rank], theta[:, rank]
+        theta = _ridge_side(mask.T, (filled - mu - br[:, None]).T, np.hstack([U, np.ones((n, 1))]), reg)
+        V, bc = theta[:, :rank], theta[:, rank]
+        current = mu + br[:, None] + bc[None, :] + U @ V.T
+        if previous is not None and np.sqrt(np.mean((current - previous) ** 2)) < tol:
+            break
+        previous = current
+    return LowRankModel(mu, br, bc, U, V, iterations)
+
+
+def als_complete(values: np.ndarray, rank: int = DEFAULT_RANK, reg: float = DEFAULT_REG,
+                 n_iter: int = DEFAULT_ITERATIONS, seed: int = 0) -> np.ndarray:
+    """Every entry of ``values`` predicted (unclipped); NaN entries are the unknowns."""
+    return als_fit(values, rank=rank, reg=reg, n_iter=n_iter, seed=seed).predict()
+
+
+# --------------------------------------------------------------------------- coverage
+
+def estimable_mask(measured: np.ndarray, wanted: np.ndarray, mirror: tuple[np.ndarray, np.ndarray],
+                   min_measured: int = 1) -> np.ndarray:
+    """Wanted entries whose row and column, and whose mirror's row and column,
+    each hold at least ``min_measured`` measurements (an entry with an empty
+    row or column would carry no information about that job type or partner)."""
+    row_ok = measured.sum(axis=1) >= min_measured
+    col_ok = measured.sum(axis=0) >= min_measured
+    ok = wanted & row_ok[:, None] & col_ok[None, :]
+    mi, mj = mirror
+    has = mi >= 0
+    mirror_ok = np.zeros_like(ok)
+    mirror_ok[has] = ok[mi[has], mj[has]]
+    return ok & mirror_ok
+
+
+def suggest_measurements(fm: FactorMatrix, measured: np.ndarray, min_measured: int = 1,
+                         limit: int = 10_000) -> list[tuple[int, int]]:
+    """A small set of pairs (row, col) to measure so that every wanted entry
+    becomes estimable, chosen greedily: each short job type gets the partner
+    best covered so far (the natural "reference jobs"), each short column the
+    best covered job type. One measured pair fills both mirror entries."""
+    measured = measured.copy()
+    open_ = fm.wanted & ~measured
+    mi, mj = fm.mirror()
+    picks: list[tuple[int, int]] = []
+    while len(picks) < limit:
+        rows = measured.sum(axis=1)
+        cols = measured.sum(axis=0)
+        short_rows = np.flatnonzero((rows < min_measured) & fm.wanted.any(axis=1))
+        short_cols = np.flatnonzero((cols < min_measured) & fm.wanted.any(axis=0))
+        if len(short_rows):
+            i = int(short_rows[0])
+            cand = np.flatnonzero(open_[i] & (mi[i] >= 0))
+            if not len(cand):
+                break
+            j = int(cand[np.argmax(cols[cand])])
+        elif len(short_cols):
+            j = int(short_cols[0])
+            cand = np.flatnonzero(open_[:, j] & (mi[:, j] >= 0))
+            if not len(cand):
+                break
+            i = int(cand[np.argmax(rows[cand])])
+        else:
+            break
+        picks.append((i, j))
+        for a, b in ((i, j), (mi[i, j], mj[i, j])):
+            measured[a, b], open_[a, b] = True, False
+    return picks
+
+
+# --------------------------------------------------------------------------- holdout
+
+@dataclass
+class HoldoutError:
+    """Absolute error of the normalised factor on hidden measured entries."""
+
+    fraction: float
+    entries: int
+    median: float
+    p90: float
+
+
+def hide_pairs(fm: FactorMatrix, fraction: float, rng: np.random.Generator,
+               values: np.ndarray | None = None) -> np.ndarray:
+    """Boolean mask of measured entries to hide: a random ``fraction`` of the
+    measured (worker type, pair)s, both mirror entries together, as one
+    co-location run measures both."""
+    values = fm.values if values is None else values
+    measured = ~np.isnan(values)
+    ids = fm.pair_ids()
+    measured_ids = np.unique(ids[measured & (ids >= 0)])
+    n_hide = int(round(fraction * len(measured_ids)))
+    hidden_ids = rng.choice(measured_ids, size=n_hide, replace=False)
+    return measured & np.isin(ids, hidden_ids)
+
+
+def holdout_error(fm: FactorMatrix, fraction: float = 0.1, *, rank: int = DEFAULT_RANK,
+                  reg: float = DEFAULT_REG, seed: int = 0, min_measured: int = 1) -> HoldoutError | None:
+    """Hide ``fraction`` of the measured pairs, re-estimate them, compare."""
+    rng = np.random.default_rng(seed)
+    hidden = hide_pairs(fm, fraction, rng)
+    if not hidden.any():
+        return None
+    train = np.where(hidden, np.nan, fm.values)
+    ok = estimable_mask(~np.isnan(train), hidden, fm.mirror(), min_measured)
+    if not ok.any():
+        return None
+    pred = np.clip(als_complete(train, rank=rank, reg=reg, seed=seed), 0.0, 1.0)
+    err = np.abs(pred[ok] - fm.values[ok])
+    return HoldoutError(fraction, int(ok.sum()), float(np.median(err)), float(np.quantile(err, 0.9)))
+
+
+# --------------------------------------------------------------------------- the table
+
+@dataclass
+class GroupReport:
+    scale_factor: int
+    job_types: int
+    worker_types: int
+    measured_pairs: int
+    measured_entries: int
+    failed_entries: int
+    estimated_entries: int = 0
+    unestimable_entries: int = 0
+    iterations: int = 0
+    provenance: str = ""
+    holdout: HoldoutError | None = None
+    note: str = ""
+    to_measure: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EstimateReport:
+    method: str
+    rank: int
+    reg: float
+    seed: int
+    zeros: str
+    groups: list[GroupReport]
+    missing_solo: list[str]
+
+    @property
+    def estimated_entries(self) -> int:
+        return sum(g.estimated_entries for g in self.groups)
+
+    @property
+    def measured_entries(self) -> int:
+        return sum(g.measured_entries for g in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["estimated_entries"] = self.estimated_entries
+        out["measured_entries"] = self.measured_entries
+        return out
+
+
+def missing_solo_rows(table: ThroughputTable) -> list[str]:
+    """(job type, worker type) combinations with no solo row, for every
+    (model, batch size) at the scale factors it has anywhere in the table.
+    These are not estimated (see the module docstring)."""
+    have = {(w, jt) for w in table.worker_types for jt in table.job_types if table.has(w, jt)}
+    out = []
+    for jt in table.job_types:
+        for w in table.worker_types:
+            if (w, jt) not in have:
+                out.append(f"{jt.label} on {w}")
+    return out
+
+
+def _describe(fm: FactorMatrix, picks: list[tuple[int, int]], limit: int = 5) -> list[str]:
+    return [fm.label(i, j) for i, j in picks[:limit]]
+
+
+def provenance(rank: int, measured_pairs: int) -> str:
+    return f"estimated: {METHOD} rank {rank} from {measured_pairs} measured pairs"
+
+
+def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int = 0, *,
+                   reg: float = DEFAULT_REG, zeros: str = "exclude", min_measured: int = 1,
+                   partial: bool = False, holdout: float = 0.0,
+                   n_iter: int = DEFAULT_ITERATIONS) -> tuple[ThroughputTable, EstimateReport]:
+    """Fill every missing co-location entry of ``table`` that can be estimated.
+
+    Returns the new table (all original rows, previously estimated rows
+    replaced) and a report. Raises InputError naming the pairs to measure next
+    when a scale factor with some co-location measurements has job types or
+    partners without any (unless ``partial``, which estimates the rest), or
+    when the table has no co-location measurement at all. A scale factor
+    without any co-location measurement is left alone and noted (Gavel never
+    packs multi-GPU jobs, so such groups are often unprofiled on purpose).
+    ``holdout`` > 0 also reports the error on that fraction of measured pairs,
+    hidden and re-estimated (one extra fit per scale factor).
+    """
+    if rank < 0:
+        raise InputError(f"rank must be >= 0, got {rank}", field="rank")
+    if not 0.0 <= holdout < 1.0:
+        raise InputError(f"holdout must be in [0, 1), got {holdout}", field="holdout")
+    if zeros not in ZERO_MODES:
+        raise InputError(f"unknown zeros mode {zeros!r} (expected one of {', '.join(ZERO_MODES)})",
+                         field="zeros")
+    matrices = build_factor_matrices(table, zeros=zeros)
+    groups: list[GroupReport] = []
+    new_rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for fm in matrices:
+        measured = fm.measured
+        ids = fm.pair_ids()
+        report = GroupReport(
+            scale_factor=fm.scale_factor, job_types=len(fm.job_types), worker_types=len(fm.worker_types),
+            measured_pairs=int(len(np.unique(ids[measured & (ids >= 0)]))),
+            measured_entries=int(measured.sum()), failed_entries=int(fm.failed.sum()))
+        groups.append(report)
+        if not fm.wanted.any():
+            report.note = "complete: nothing to estimate"
+            continue
+        mirror = fm.mirror()
+        if not measured.any():
+            picks = suggest_measurements(fm, measured, min_measured)
+            report.unestimable_entries = int(fm.wanted.sum())
+            report.to_measure = _describe(fm, picks)
+            report.note = (f"no co-location measured at scale factor {fm.scale_factor}: left missing "
+                           f"(measure {len(picks)} pairs to estimate it)")
+            continue
+        ok = estimable_mask(measured, fm.wanted, mirror, min_measured)
+        short = fm.wanted & ~ok
+        if short.any():
+            picks = suggest_measurements(fm, measured, min_measured)
+            report.unestimable_entries = int(short.sum())
+            report.to_measure = _describe(fm, picks)
+            problems.append(
+                f"{int(short.sum())} co-location entries at scale factor {fm.scale_factor} have a job type "
+                f"or partner with fewer than {min_measured} measured pair(s); measure next "
+                f"({len(picks)} pairs): " + "; ".join(_describe(fm, picks))
+                + (" ..." if len(picks) > 5 else ""))
+        model = als_fit(fm.values, rank=rank, reg=reg, n_iter=n_iter, seed=seed)
+        report.iterations = model.iterations
+        report.provenance = provenance(rank, report.measured_pairs)
+        factors = np.clip(model.predict(), 0.0, 1.0)
+        for i, j in zip(*np.nonzero(ok)):
+            new_rows.append(_estimated_row(fm, int(i), int(j), float(factors[i, j]), report.provenance))
+        report.estimated_entries = int(ok.sum())
+        if holdout > 0:
+            report.holdout = holdout_error(fm, holdout, rank=rank, reg=reg, seed=seed,
+                                           min_measured=min_measured)
+
+    if not any(g.measured_entries for g in groups) and any(g.to_measure for g in groups):
+        first = next(g for g in groups if g.to_measure)
+        raise InputError("no co-location measured, nothing to estimate from; measure next: "
+                         + "; ".join(first.to_measure) + " ...", path=table.path)
+    if problems and not partial:
+        raise InputError(" | ".join(problems) + " (or pass partial to estimate the rest)", path=table.path)
+
+    # Replace re-estimated rows; older estimates that could not be redone stay.
+    replaced = {_key(r) for r in new_rows}
+    kept = [r for r in table.rows if _key(r) not in replaced]
+    out = ThroughputTable.from_records(kept + new_rows, columns=COLUMNS, path=table.path)
+    result = EstimateReport(METHOD, rank, reg, seed, zeros, groups, missing_solo_rows(table))
+    return out, result
+
+
+def _key(r: dict[str, Any]) -> tuple:
+    return (r["worker_type"], r["model"], r["batch_size"], r["scale_factor"],
+            r["partner_model"], r["partner_batch_size"])
+
+
+def _estimated_row(fm: FactorMatrix, i: int, j: int, factor: float, source_note: str) -> dict[str, Any]:
+    a = fm.job_types[i]
+    w, b = fm.columns[j]
+    throughput = factor * fm.solo[i, j]
+    runnable = throughput > 0.0
+    return {"worker_type": w, "model": a.model, "batch_size": a.batch_size, "scale_factor": a.scale_factor,
+            "partner_model": b.model, "partner_batch_size": b.batch_size,
+            "throughput": throughput if runnable else 0.0,
+            "status": "estimated" if runnable else "failed", "source": "estimated",
+            "device_name": source_note}
