@@ -2,3 +2,5 @@
 
 This package never imports torch.
 """
+
+__version__ = "0.1.0"

@@ -432,6 +432,9 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
             measured_pairs=int(len(np.unique(ids[measured & (ids >= 0)]))),
             measured_entries=int(measured.sum()), failed_entries=int(fm.failed.sum()))
         groups.append(report)
+        if holdout > 0 and measured.any():
+            report.holdout = holdout_error(fm, holdout, rank=rank, reg=reg, seed=seed,
+                                           min_measured=min_measured)
         if not fm.wanted.any():
             report.note = "complete: nothing to estimate"
             continue
@@ -461,9 +464,6 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
         for i, j in zip(*np.nonzero(ok)):
             new_rows.append(_estimated_row(fm, int(i), int(j), float(factors[i, j]), report.provenance))
         report.estimated_entries = int(ok.sum())
-        if holdout > 0:
-            report.holdout = holdout_error(fm, holdout, rank=rank, reg=reg, seed=seed,
-                                           min_measured=min_measured)
 
     if not any(g.measured_entries for g in groups) and any(g.to_measure for g in groups):
         first = next(g for g in groups if g.to_measure)

@@ -1,0 +1,298 @@
+"""The `rota` command line (typer). User errors print one line, never a traceback."""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from planner.errors import InputError, SolverError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="rota: heterogeneity-aware scheduling for deep-learning training clusters.")
+table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
+app.add_typer(table_app, name="table")
+
+out = Console()
+err = Console(stderr=True)
+
+
+def user_errors(func):
+    """Turn InputError / SolverError into 'error: ...' on stderr and exit code 2."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except (InputError, SolverError) as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2)
+    return wrapper
+
+
+# --------------------------------------------------------------------------- table
+
+@table_app.command("show")
+@user_errors
+def table_show(
+    table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet)."),
+    scale_factor: int = typer.Option(1, "--scale-factor", "-s", help="Show job types with this GPU count."),
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
+):
+    """Print solo throughputs (steps/s) as a job type x worker type matrix.
+
+    Example: rota table show data/throughputs.csv
+    """
+    from planner.table import read_table
+
+    t = read_table(table)
+    job_types = [jt for jt in t.job_types if jt.scale_factor == scale_factor]
+    matrix = {jt.name: {w: (t.solo(w, jt) if t.has(w, jt) else None) for w in t.worker_types} for jt in job_types}
+    if as_json:
+        out.print_json(json.dumps(matrix))
+        return
+    n_pairs = sum(1 for r in t.rows if r["partner_model"] is not None)
+    grid = Table(title=f"{table} - solo steps/s, scale factor {scale_factor}")
+    grid.add_column("job type")
+    for w in t.worker_types:
+        grid.add_column(w, justify="right")
+    for name, row in matrix.items():
+        grid.add_row(name, *["-" if v is None else ("cannot run" if v == 0 else f"{v:.3f}") for v in row.values()])
+    out.print(grid)
+    out.print(f"{len(t)} rows: {len(t.job_types)} job types, {len(t.worker_types)} worker types, "
+              f"{n_pairs} co-location rows")
+
+
+@table_app.command("validate")
+@user_errors
+def table_validate(table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet).")):
+    """Check a throughput table; exit code 2 with one line naming row and field if it is bad.
+
+    Example: rota table validate data/throughputs.csv
+    """
+    from planner.table import read_table
+
+    t = read_table(table)
+    statuses: dict[str, int] = {}
+    for r in t.rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    out.print(f"[green]ok[/] {table}: {len(t)} rows ({summary}); worker types: {', '.join(t.worker_types)}")
+
+
+@table_app.command("import-gavel")
+@user_errors
+def table_import_gavel(
+    source: Path = typer.Argument(..., help="Gavel throughput JSON (e.g. simulation_throughputs.json)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Table to write (.csv or .parquet)."),
+):
+    """Convert Gavel's throughput JSON into a rota table (lossless).
+
+    Example: rota table import-gavel simulation_throughputs.json --out gavel.csv
+    """
+    from planner.gavel_json import import_gavel
+    from planner.table import write_table
+
+    t = import_gavel(source)
+    write_table(t, out_path)
+    out.print(f"wrote {out_path}: {len(t)} rows, worker types {', '.join(t.worker_types)}")
+
+
+@table_app.command("export-gavel")
+@user_errors
+def table_export_gavel(
+    table: Path = typer.Argument(..., help="rota table (.csv or .parquet)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Gavel JSON to write."),
+):
+    """Write a rota table in Gavel's throughput JSON layout.
+
+    Example: rota table export-gavel gavel.csv --out simulation_throughputs.json
+    """
+    from planner.gavel_json import export_gavel
+    from planner.table import read_table
+
+    t = read_table(table)
+    export_gavel(t, out_path)
+    out.print(f"wrote {out_path}: {len(t.worker_types)} worker types, {len(t.job_types)} job types")
+
+
+@table_app.command("merge")
+@user_errors
+def table_merge(
+    tables: list[Path] = typer.Argument(..., help="Tables to merge; later ones win on duplicate rows."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Merged table to write."),
+):
+    """Merge tables, e.g. one per machine or GPU type.
+
+    Example: rota table merge cpu.csv h200.csv --out all.csv
+    """
+    from planner.table import merge_tables, read_table, write_table
+
+    merged = merge_tables([read_table(p) for p in tables], path=out_path)
+    write_table(merged, out_path)
+    out.print(f"wrote {out_path}: {len(merged)} rows, worker types {', '.join(merged.worker_types)}")
+
+
+# --------------------------------------------------------------------------- policies
+
+@app.command("policies")
+def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
+    """List the scheduling policies.
+
+    Example: rota policies
+    """
+    from planner.policies import describe_policies
+
+    described = describe_policies()
+    if as_json:
+        out.print_json(json.dumps(described))
+        return
+    grid = Table(title="policies")
+    grid.add_column("name")
+    grid.add_column("what it optimises")
+    for name, text in described.items():
+        grid.add_row(name, text)
+    out.print(grid)
+
+
+# --------------------------------------------------------------------------- plan
+
+@app.command("plan")
+@user_errors
+def plan(
+    table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv or .parquet)."),
+    jobs: Path = typer.Option(..., "--jobs", "-j", help="Job list (.csv or .json)."),
+    cluster: Path = typer.Option(..., "--cluster", "-c", help="Cluster spec (.yaml or .json)."),
+    policy: str = typer.Option("max_min_fairness_perf", "--policy", "-p", help="Policy name (see 'rota policies')."),
+    out_path: Path = typer.Option(Path("schedule.json"), "--out", "-o", help="Schedule JSON to write."),
+    csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the flat per-GPU CSV view."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", "-k", min=1,
+                                         help="Write only the first K rounds (default: until all jobs finish)."),
+    round_s: float = typer.Option(360.0, "--round-length", help="Round length tau in seconds.", min=1.0),
+    method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm (interior point) or simplex."),
+    no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."),
+    seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
+):
+    """Plan a batch of jobs: policy allocation, then round-by-round GPU assignments.
+
+    Example: rota plan --table data/throughputs.csv --jobs data/jobs.csv
+    --cluster data/cluster.yaml --policy max_min_fairness_perf --out schedule.json --csv schedule.csv
+    """
+    from planner.cluster import read_cluster
+    from planner.engine import EngineConfig, run_engine
+    from planner.jobs import read_jobs
+    from planner.policies import make_policy
+    from planner.policies.lp import METHODS
+    from planner.schedule import build_schedule, write_schedule
+    from planner.table import read_table
+
+    if method not in METHODS:
+        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(METHODS)}", field="--solver-method")
+    spec = read_cluster(cluster)
+    thr = read_table(table)
+    missing = [w for w in spec.names if w not in thr.worker_types]
+    if missing:
+        raise InputError(f"worker type(s) {', '.join(missing)} of cluster {cluster} have no rows in the table",
+                         path=table, field="worker_type")
+    job_list = read_jobs(jobs, table=thr, cluster=spec)
+    pol = make_policy(policy, method=method, aggregate=not no_aggregate, seed=seed)
+    config = EngineConfig(round_s=round_s)
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("planning"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs finished"),
+                  TimeElapsedColumn(), console=err, transient=True, disable=as_json) as bar:
+        task = bar.add_task("plan", total=len(job_list))
+        result = run_engine(job_list, thr, spec, pol, config,
+                            on_round=lambda rec, done, total: bar.update(task, completed=done))
+    options = {"solver_method": method, "aggregate": not no_aggregate, "seed": seed, "round_s": round_s}
+    schedule = build_schedule(result, inputs={"table": table, "jobs": jobs, "cluster": cluster},
+                              policy=policy, options=options, config=config, rounds=rounds)
+    write_schedule(schedule, out_path, csv_path)
+    estimated = _estimated_throughputs_used(thr, job_list, spec)
+    if as_json:
+        out.print_json(json.dumps({"schedule": str(out_path), "rounds_written": len(schedule["rounds"]),
+                                   "rounds_total": schedule["rounds_total"], "makespan_s": result.makespan_s,
+                                   "solver": schedule["solver"], "utilisation": schedule["utilisation"],
+                                   "estimated_throughputs_used": estimated,
+                                   "jobs": schedule["jobs"]}))
+        return
+    _print_plan_summary(schedule, result, out_path, csv_path, estimated)
+
+
+def _estimated_throughputs_used(thr, job_list, spec) -> int:
+    used = {(w, j.job_type) for j in job_list for w in spec.names}
+    return sum(1 for r in thr.rows if r["status"] == "estimated" and r["partner_model"] is None
+               and (r["worker_type"], _jt(r)) in used)
+
+
+def _jt(r):
+    from planner.table import JobType
+    return JobType(r["model"], r["batch_size"], r["scale_factor"])
+
+
+def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None:
+    solver = schedule["solver"]
+    out.print(f"policy [bold]{schedule['policy']['name']}[/]: {solver['status']}"
+              + (f", objective {solver['objective']:.6g}" if solver["objective"] is not None else "")
+              + f", build {solver['build_s'] * 1000:.1f} ms, solve {solver['solve_s'] * 1000:.1f} ms"
+              + (f", {solver['n_classes']} job classes" if solver["n_classes"] else "")
+              + f", re-solved {len(solver['resolves'])}x")
+    jobs_grid = Table(title="jobs")
+    for column in ("job", "job type", "GPUs", "steps", "expected finish"):
+        jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")
+    for jid, o in result.outcomes.items():
+        finish = "-" if o.finish_s is None else _duration(o.finish_s)
+        jobs_grid.add_row(jid, o.job.job_type.name, str(o.job.scale_factor), f"{o.job.total_steps:,.0f}", finish)
+    out.print(jobs_grid)
+    util = Table(title="worker types")
+    for column in ("worker type", "GPUs", "utilisation"):
+        util.add_column(column, justify="left" if column == "worker type" else "right")
+    for w in result.worker_types:
+        util.add_row(w, str(result.capacity[w]), f"{schedule['utilisation'][w] * 100:.1f} %")
+    out.print(util)
+    if estimated:
+        out.print(f"note: {estimated} of the throughputs used are estimated, not measured")
+    wrote = f"wrote {out_path} ({len(schedule['rounds'])} of {schedule['rounds_total']} rounds"
+    out.print(wrote + (f"; per-GPU view {csv_path})" if csv_path else ")")
+              + f"; makespan {_duration(result.makespan_s)}")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.2f} h"
+
+
+def _register_optional_commands() -> None:
+    """Commands whose modules live in other packages; they import torch lazily."""
+    try:
+        from profiler.cli import profile_command
+    except ImportError:
+        profile_command = None
+    if profile_command is not None:
+        app.command("profile")(user_errors(profile_command))
+    try:
+        from planner.cli_estimate import estimate_command
+    except ImportError:
+        estimate_command = None
+    if estimate_command is not None:
+        table_app.command("estimate")(user_errors(estimate_command))
+
+
+_register_optional_commands()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

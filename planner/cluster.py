@@ -1,0 +1,131 @@
+"""Cluster spec (YAML or JSON): worker types, GPU counts, nodes, prices.
+
+    format: rota.cluster/v1          # optional
+    worker_types:
+      v100: {gpus: 8, gpus_per_node: 4, nodes: [v100-a, v100-b], cost_per_gpu_hour: 2.48}
+      k80:  {gpus: 4}                # one node of 4 GPUs, named k80-0
+
+Errors name the file and the field path (e.g. worker_types.v100.gpus).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.errors import InputError
+
+CLUSTER_FORMAT = "rota.cluster/v1"
+_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour"}
+
+
+@dataclass(frozen=True)
+class WorkerType:
+    name: str
+    gpus: int
+    gpus_per_node: int
+    nodes: tuple[str, ...]
+    cost_per_gpu_hour: float | None = None
+
+    def gpu_slots(self) -> list[tuple[str, int]]:
+        """Every GPU as (node name, local GPU index), node by node."""
+        return [(node, g) for node in self.nodes for g in range(self.gpus_per_node)]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    worker_types: dict[str, WorkerType]
+    path: str = "<cluster>"
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.worker_types)
+
+    def capacity(self, name: str) -> int:
+        return self.worker_types[name].gpus
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(w.gpus for w in self.worker_types.values())
+
+
+def _positive_int(value: Any, *, path, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InputError(f"expected a positive integer, got {value!r}", path=path, field=field)
+    if value <= 0:
+        raise InputError(f"must be a positive integer, got {value}", path=path, field=field)
+    return value
+
+
+def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
+    if not isinstance(data, dict):
+        raise InputError("top level must be a mapping with 'worker_types'", path=path)
+    unknown = set(data) - {"format", "name", "worker_types"}
+    if unknown:
+        raise InputError("unknown key (expected format, name, worker_types)", path=path, field=sorted(unknown)[0])
+    fmt = data.get("format", CLUSTER_FORMAT)
+    if fmt != CLUSTER_FORMAT:
+        raise InputError(f"unsupported format {fmt!r} (expected {CLUSTER_FORMAT})", path=path, field="format")
+    types = data.get("worker_types")
+    if not isinstance(types, dict) or not types:
+        raise InputError("must map at least one worker type name to its spec", path=path, field="worker_types")
+    result: dict[str, WorkerType] = {}
+    seen_nodes: dict[str, str] = {}
+    for name, spec in types.items():
+        name = str(name)
+        where = f"worker_types.{name}"
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            spec = {"gpus": spec}  # shorthand: v100: 4
+        if not isinstance(spec, dict):
+            raise InputError("expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour)", path=path, field=where)
+        unknown = set(spec) - _WORKER_KEYS
+        if unknown:
+            raise InputError(f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})",
+                             path=path, field=f"{where}.{sorted(unknown)[0]}")
+        if "gpus" not in spec:
+            raise InputError("is required", path=path, field=f"{where}.gpus")
+        gpus = _positive_int(spec["gpus"], path=path, field=f"{where}.gpus")
+        per_node = _positive_int(spec.get("gpus_per_node", gpus), path=path, field=f"{where}.gpus_per_node")
+        if gpus % per_node:
+            raise InputError(f"{gpus} GPUs do not split into nodes of {per_node}", path=path,
+                             field=f"{where}.gpus_per_node")
+        n_nodes = gpus // per_node
+        nodes = spec.get("nodes")
+        if nodes is None:
+            nodes = [f"{name}-{k}" for k in range(n_nodes)]
+        if not isinstance(nodes, list) or len(nodes) != n_nodes:
+            raise InputError(f"expected a list of {n_nodes} node names (gpus / gpus_per_node)",
+                             path=path, field=f"{where}.nodes")
+        for node in nodes:
+            node = str(node)
+            if node in seen_nodes:
+                raise InputError(f"node name {node!r} also used by {seen_nodes[node]}", path=path,
+                                 field=f"{where}.nodes")
+            seen_nodes[node] = name
+        cost = spec.get("cost_per_gpu_hour")
+        if cost is not None:
+            if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0 or cost == float("inf"):
+                raise InputError(f"expected a non-negative number, got {cost!r}", path=path,
+                                 field=f"{where}.cost_per_gpu_hour")
+            cost = float(cost)
+        result[name] = WorkerType(name, gpus, per_node, tuple(str(n) for n in nodes), cost)
+    return Cluster(result, path=str(path))
+
+
+def read_cluster(path: str | os.PathLike) -> Cluster:
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+    return cluster_from_dict(data, path=path)

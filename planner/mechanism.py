@@ -1,0 +1,171 @@
+"""Gavel's round-based mechanism (spec §5): time fractions -> concrete GPUs per round.
+
+Each round, an entry (a job, or a co-located pair: a tuple of job ids) gets
+priority  A[k, j] / (share of type j it received since the last reset),
+so jobs behind their allocation go first; deficits break ties and decide who
+fills leftover GPUs. Types are filled greedily in a visiting order derived from
+the data (fastest first), then entries are placed onto GPUs of concrete nodes:
+largest gangs first, a job keeps last round's GPUs when they are still free
+(lease extension), a new gang goes to the fullest node that still fits it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from planner.cluster import Cluster
+
+Key = tuple[str, ...]
+Gpu = tuple[str, int]  # (node name, GPU index on that node)
+
+UNSERVED_PRIORITY = 1e9  # stands in for A / 0 (an entry that never ran since the reset)
+
+
+@dataclass(frozen=True)
+class Placement:
+    jobs: Key
+    worker_type: str
+    gpus: tuple[Gpu, ...]
+
+
+def visiting_order(throughput: np.ndarray) -> list[int]:
+    """Worker types, fastest first: by mean normalised throughput over the jobs.
+
+    `throughput` is (jobs, types). Ties keep the cluster-spec order.
+    """
+    m = throughput.shape[1]
+    if throughput.size == 0:
+        return list(range(m))
+    best = throughput.max(axis=1, keepdims=True)
+    speed = np.divide(throughput, best, out=np.zeros_like(throughput), where=best > 0).mean(axis=0)
+    return sorted(range(m), key=lambda j: (-speed[j], j))
+
+
+class RoundMechanism:
+    def __init__(self, cluster: Cluster, round_s: float = 360.0):
+        self.cluster = cluster
+        self.types = cluster.names
+        self.m = len(self.types)
+        self.round_s = round_s
+        self.alloc: dict[Key, np.ndarray] = {}
+        self.job_time: dict[Key, np.ndarray] = {}   # insertion order = arrival order (tie-break)
+        self.deficit: dict[Key, np.ndarray] = {}
+        self.worker_time = np.zeros(self.m)
+        self.last_reset: float | None = None
+        self.previous: dict[Key, Placement] = {}
+
+    # bookkeeping ---------------------------------------------------------
+    def add(self, key: Key) -> None:
+        # New entries look as if they had already had half a round (spec §5.1).
+        self.job_time[key] = np.full(self.m, self.round_s / 2)
+        self.deficit[key] = np.zeros(self.m)
+
+    def remove(self, key: Key) -> None:
+        for table in (self.alloc, self.job_time, self.deficit, self.previous):
+            table.pop(key, None)
+
+    def reset(self, now: float) -> None:
+        """Fold the share each entry received into its deficit, then restart counting (§5.3)."""
+        elapsed = 0.0 if self.last_reset is None else now - self.last_reset
+        half = self.round_s / 2
+        self.worker_time[:] = 0.0
+        for key, spent in self.job_time.items():
+            should = self.alloc.get(key, np.zeros(self.m)) * elapsed
+            self.deficit[key] += should - (spent - half)
+            spent[:] = half
+            self.worker_time += half
+        self.last_reset = now
+
+    def set_allocation(self, alloc: Mapping[Key, np.ndarray]) -> None:
+        self.alloc = {k: np.asarray(v, dtype=float) for k, v in alloc.items()}
+
+    def record(self, key: Key, j: int, elapsed: float) -> None:
+        self.job_time[key][j] += elapsed
+        self.worker_time[j] += elapsed
+
+    # selection -----------------------------------------------------------
+    def priorities(self, runnable: Mapping[Key, np.ndarray]) -> dict[Key, np.ndarray]:
+        out = {}
+        for key, spent in self.job_time.items():
+            a = self.alloc.get(key, np.zeros(self.m))
+            share = np.divide(spent, self.worker_time, out=np.zeros(self.m), where=self.worker_time > 0)
+            prio = np.where(share > 0, np.divide(a, share, out=np.zeros(self.m), where=share > 0),
+                            a * UNSERVED_PRIORITY)
+            out[key] = np.where(runnable[key], prio, 0.0)
+        return out
+
+    def select(self, order: Sequence[int], scale: Mapping[Key, int], runnable: Mapping[Key, np.ndarray],
+               *, fifo: bool = False) -> list[tuple[Key, int]]:
+        """Greedy fill (§5.4): per type in `order`, entries by (priority, deficit, allocation)."""
+        prio = self.priorities(runnable)
+        keys = list(self.job_time)
+        queue = []
+        for j in order:
+            ranked = sorted(keys, key=lambda k: (prio[k][j], self.deficit[k][j],
+                                                 self.alloc.get(k, np.zeros(self.m))[j]), reverse=True)
+            # sorted(reverse=True) keeps insertion order among ties, as Gavel's stable sort does.
+            queue.extend((k, j) for k in ranked)
+        free = self.cluster_capacity()
+        taken: set[str] = set()
+        chosen: list[tuple[Key, int]] = []
+        for key, j in queue:
+            if free[j] == 0 or any(member in taken for member in key) or not runnable[key][j]:
+                continue
+            if fifo and prio[key][j] <= 0:
+                continue
+            if scale[key] > free[j]:
+                continue  # smaller entries behind it may still backfill
+            chosen.append((key, j))
+            free[j] -= scale[key]
+            taken.update(key)
+        return chosen
+
+    def cluster_capacity(self) -> list[int]:
+        return [self.cluster.worker_types[w].gpus for w in self.types]
+
+    # placement -----------------------------------------------------------
+    def place(self, chosen: Sequence[tuple[Key, int]], scale: Mapping[Key, int]) -> list[Placement]:
+        placements: list[Placement] = []
+        for j, name in enumerate(self.types):
+            here = [k for k, jj in chosen if jj == j]
+            if not here:
+                continue
+            spec = self.cluster.worker_types[name]
+            claimed: set[Gpu] = set()
+            here.sort(key=lambda k: -scale[k])  # stable: big gangs first, then priority order
+            for size in sorted({scale[k] for k in here}, reverse=True):
+                group = [k for k in here if scale[k] == size]
+                fresh = []
+                for key in group:
+                    before = self.previous.get(key)
+                    if before and before.worker_type == name and not claimed.intersection(before.gpus):
+                        claimed.update(before.gpus)
+                        placements.append(before)
+                    else:
+                        fresh.append(key)
+                for key in fresh:
+                    gpus = _gang(spec.nodes, spec.gpus_per_node, claimed, size)
+                    claimed.update(gpus)
+                    placements.append(Placement(key, name, gpus))
+        self.previous = {p.jobs: p for p in placements}
+        return placements
+
+
+def _gang(nodes: Sequence[str], per_node: int, claimed: set[Gpu], size: int) -> tuple[Gpu, ...]:
+    """`size` free GPUs: on one node if possible (the fullest that fits), else fewest nodes."""
+    free = {node: [g for g in range(per_node) if (node, g) not in claimed] for node in nodes}
+    fitting = [node for node in nodes if len(free[node]) >= size]
+    if fitting:
+        node = min(fitting, key=lambda n: len(free[n]))  # best fit keeps big holes for big gangs
+        return tuple((node, g) for g in free[node][:size])
+    gpus: list[Gpu] = []
+    for node in sorted(nodes, key=lambda n: -len(free[n])):
+        for g in free[node]:
+            if len(gpus) == size:
+                break
+            gpus.append((node, g))
+    if len(gpus) < size:
+        raise RuntimeError(f"internal error: {size} GPUs selected but only {len(gpus)} free")
+    return tuple(gpus)

@@ -1,0 +1,123 @@
+"""The Pyomo pieces every allocation LP repeats, solved with HiGHS.
+
+`AllocationLP` holds x[c, j] for every row c (a job, or a class of identical
+jobs) and worker type j on which the row can run (throughput > 0), with
+  capacity   Σ_c mult_c · s_c · x[c, j] <= N_j      (spec B2)
+  time       Σ_j x[c, j] <= 1                       (spec B3)
+and x in [0, 1] (B1). Policies add their own rows and objective.
+
+Identical jobs (same throughput row, scale factor and weight) are
+interchangeable in these convex problems: averaging an optimal solution over
+permutations of a class gives one where all members share x, so one variable
+per class with the class size as multiplicity has the same optimum.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyomo.environ as pyo
+from pyomo.common.gc_manager import PauseGC
+from pyomo.contrib.appsi.base import TerminationCondition
+from pyomo.contrib.appsi.solvers import Highs
+
+from planner.errors import SolverError
+
+# HiGHS interior point without crossover returns a point in the middle of the
+# optimal face (like Gavel's ECOS) instead of a vertex; it is also the fastest
+# method on these LPs (see README, "Solver choice").
+DEFAULT_METHOD = "ipm"
+METHODS = ("ipm", "simplex")
+
+
+@dataclass(frozen=True)
+class Classes:
+    """Rows of the LP: `members[c]` are the job indices of class c."""
+
+    index: np.ndarray          # (n,) class of each job
+    representative: np.ndarray  # (k,) one job index per class
+    multiplicity: np.ndarray    # (k,) class sizes
+
+    @property
+    def n(self) -> int:
+        return len(self.representative)
+
+
+def make_classes(*arrays: np.ndarray, aggregate: bool = True) -> Classes:
+    """Group jobs whose rows agree in every given array (each (n,) or (n, m))."""
+    n = len(arrays[0])
+    if not aggregate or n == 0:
+        idx = np.arange(n)
+        return Classes(idx, idx, np.ones(n, dtype=float))
+    columns = [a.reshape(n, -1) for a in arrays]
+    keys = np.hstack(columns)
+    _, first, inverse, counts = np.unique(keys, axis=0, return_index=True, return_inverse=True,
+                                          return_counts=True)
+    return Classes(inverse.reshape(-1), first, counts.astype(float))
+
+
+class AllocationLP:
+    def __init__(self, throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray,
+                 multiplicity: np.ndarray | None = None):
+        started = time.perf_counter()
+        self.k, self.m = throughput.shape
+        self.runnable = throughput > 0
+        mult = np.ones(self.k) if multiplicity is None else multiplicity
+        self.cells = [(c, j) for c in range(self.k) for j in range(self.m) if self.runnable[c, j]]
+        self.cell_of = {cell: n for n, cell in enumerate(self.cells)}
+        model = pyo.ConcreteModel()
+        model.x = pyo.Var(range(len(self.cells)), bounds=(0.0, 1.0))
+        model.capacity = pyo.ConstraintList()
+        model.time = pyo.ConstraintList()
+        model.extra = pyo.ConstraintList()
+        with PauseGC():
+            for j in range(self.m):
+                terms = [float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
+                         for c in range(self.k) if self.runnable[c, j]]
+                if terms:
+                    model.capacity.add(pyo.quicksum(terms) <= float(capacity[j]))
+            for c in range(self.k):
+                terms = [model.x[self.cell_of[(c, j)]] for j in range(self.m) if self.runnable[c, j]]
+                if terms:
+                    model.time.add(pyo.quicksum(terms) <= 1.0)
+        self.model = model
+        self.build_s = time.perf_counter() - started
+
+    def weighted_sum(self, c: int, coefficients: np.ndarray):
+        """Σ_j coefficients[j] · x[c, j] over the types row c can use."""
+        terms = [float(coefficients[j]) * self.model.x[self.cell_of[(c, j)]]
+                 for j in range(self.m) if self.runnable[c, j] and coefficients[j] != 0]
+        return pyo.quicksum(terms) if terms else 0.0
+
+    def solve(self, objective, *, sense=pyo.maximize, method: str = DEFAULT_METHOD,
+              policy: str = "policy") -> tuple[np.ndarray, float, float]:
+        """Solve; return (x as (k, m), objective value, solve seconds). Non-optimal raises."""
+        if method not in METHODS:
+            raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+        model = self.model
+        if hasattr(model, "objective"):
+            model.del_component(model.objective)
+        model.objective = pyo.Objective(expr=objective, sense=sense)
+        solver = Highs()
+        solver.config.load_solution = False
+        solver.config.stream_solver = False
+        options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
+                   "dual_feasibility_tolerance": 1e-9}
+        if method == "ipm":
+            options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
+        solver.highs_options = options
+        started = time.perf_counter()
+        try:
+            results = solver.solve(model)
+        except Exception as exc:  # solver crashed: report, never return a partial allocation
+            raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
+        solve_s = time.perf_counter() - started
+        if results.termination_condition != TerminationCondition.optimal:
+            name = results.termination_condition.name
+            raise SolverError(f"{policy}: HiGHS ended '{name}', not optimal; no allocation was produced")
+        results.solution_loader.load_vars()
+        x = np.zeros((self.k, self.m))
+        for n, (c, j) in enumerate(self.cells):
+            x[c, j] = model.x[n].value or 0.0
+        return np.clip(x, 0.0, 1.0), float(results.best_feasible_objective), solve_s
