@@ -282,12 +282,24 @@ def suggest_measurements(fm: FactorMatrix, measured: np.ndarray, min_measured: i
             if not len(cand):
                 break
             i = int(cand[np.argmax(rows[cand])])
+            i, j = int(mi[i, j]), int(mj[i, j])  # name the short partner first
         else:
             break
         picks.append((i, j))
         for a, b in ((i, j), (mi[i, j], mj[i, j])):
             measured[a, b], open_[a, b] = True, False
     return picks
+
+
+def shortages(fm: FactorMatrix, measured: np.ndarray, min_measured: int = 1) -> list[str]:
+    """Job types and (worker type, partner) columns with too few measurements."""
+    rows = measured.sum(axis=1)
+    cols = measured.sum(axis=0)
+    out = [f"job type {fm.job_types[i].label} has {int(rows[i])}"
+           for i in np.flatnonzero((rows < min_measured) & fm.wanted.any(axis=1))]
+    out += [f"partner {fm.columns[j][1].label} on {fm.columns[j][0]} has {int(cols[j])}"
+            for j in np.flatnonzero((cols < min_measured) & fm.wanted.any(axis=0))]
+    return out
 
 
 # --------------------------------------------------------------------------- holdout
@@ -452,10 +464,12 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
             picks = suggest_measurements(fm, measured, min_measured)
             report.unestimable_entries = int(short.sum())
             report.to_measure = _describe(fm, picks)
+            short_items = shortages(fm, measured, min_measured)
             problems.append(
-                f"{int(short.sum())} co-location entries at scale factor {fm.scale_factor} have a job type "
-                f"or partner with fewer than {min_measured} measured pair(s); measure next "
-                f"({len(picks)} pairs): " + "; ".join(_describe(fm, picks))
+                f"cannot estimate {int(short.sum())} co-location entries at scale factor {fm.scale_factor} "
+                f"(each job type and partner needs {min_measured} measured pair(s): "
+                + ", ".join(short_items[:3]) + (f" and {len(short_items) - 3} more" if len(short_items) > 3 else "")
+                + f"); measure next ({len(picks)} pairs): " + "; ".join(_describe(fm, picks))
                 + (" ..." if len(picks) > 5 else ""))
         model = als_fit(fm.values, rank=rank, reg=reg, n_iter=n_iter, seed=seed)
         report.iterations = model.iterations
@@ -467,10 +481,11 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
 
     if not any(g.measured_entries for g in groups) and any(g.to_measure for g in groups):
         first = next(g for g in groups if g.to_measure)
-        raise InputError("no co-location measured, nothing to estimate from; measure next: "
-                         + "; ".join(first.to_measure) + " ...", path=table.path)
+        raise InputError("no co-location measured, nothing to estimate from; measure next "
+                         f"(scale factor {first.scale_factor}): " + "; ".join(first.to_measure) + " ...",
+                         path=table.path)
     if problems and not partial:
-        raise InputError(" | ".join(problems) + " (or pass partial to estimate the rest)", path=table.path)
+        raise InputError(" | ".join(problems) + "; or pass --partial to estimate the rest", path=table.path)
 
     # Replace re-estimated rows; older estimates that could not be redone stay.
     replaced = {_key(r) for r in new_rows}
