@@ -1,0 +1,121 @@
+"""The rota CLI through typer's runner: real files in, files and one-line errors out."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import DATA
+from planner.cli import app
+from planner.schedule import SCHEDULE_FORMAT
+
+runner = CliRunner()
+DEMO = ["--table", str(DATA / "throughputs.csv"), "--jobs", str(DATA / "jobs.csv"),
+        "--cluster", str(DATA / "cluster.yaml")]
+
+
+def plan(tmp_path, *extra):
+    out = tmp_path / "schedule.json"
+    result = runner.invoke(app, ["plan", *DEMO, "--out", str(out), "--csv", str(tmp_path / "s.csv"), *extra])
+    return result, out
+
+
+def test_plan_demo_writes_valid_schedule(tmp_path):
+    result, out = plan(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "makespan" in result.output
+    schedule = json.loads(out.read_text())
+    assert schedule["format"] == SCHEDULE_FORMAT
+    assert schedule["solver"]["status"] == "optimal"
+    assert set(schedule["inputs"]) == {"table", "jobs", "cluster"}
+    assert all(v["digest"].startswith("sha256:") for v in schedule["inputs"].values())
+    assert len(schedule["allocation"]["x"]) == 12
+    assert all(job["expected_finish_s"] is not None for job in schedule["jobs"].values())
+    # planned steps add up to each job's total
+    done = {}
+    for r in schedule["rounds"]:
+        for a in r["assignments"]:
+            for jid, n in a["planned_steps"].items():
+                done[jid] = done.get(jid, 0) + n
+    for jid, job in schedule["jobs"].items():
+        assert done[jid] >= job["total_steps"] - 1e-6
+    rows = list(csv.DictReader((tmp_path / "s.csv").open()))
+    assert sum(1 for r in rows if r["round"] == "0") == sum(
+        len(a["gpus"]) for a in schedule["rounds"][0]["assignments"])
+
+
+@pytest.mark.parametrize("policy", ["max_min_fairness", "fifo", "fifo_perf", "isolated",
+                                    "proportional", "max_sum_throughput_perf"])
+def test_plan_every_policy(tmp_path, policy):
+    result, out = plan(tmp_path, "--policy", policy, "--rounds", "3", "--json")
+    assert result.exit_code == 0, result.output
+    schedule = json.loads(out.read_text())
+    assert len(schedule["rounds"]) == 3 and schedule["rounds_total"] >= 3
+    assert json.loads(result.output)["rounds_written"] == 3
+
+
+def test_plan_bad_input_is_one_line_and_writes_nothing(tmp_path):
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,model,batch_size,total_steps\nx,ResNet-18,64,-3\n")
+    out = tmp_path / "schedule.json"
+    args = ["plan", "--table", str(DATA / "throughputs.csv"), "--jobs", str(jobs),
+            "--cluster", str(DATA / "cluster.yaml"), "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "row 1" in lines[0] and "total_steps" in lines[0]
+    assert "Traceback" not in result.output and not out.exists()
+
+
+def test_plan_unknown_policy(tmp_path):
+    result, _ = plan(tmp_path, "--policy", "fastest")
+    assert result.exit_code == 2 and "unknown policy" in result.output
+
+
+def test_plan_with_gavel_table(gavel_dir, tmp_path):
+    table = tmp_path / "gavel.csv"
+    assert runner.invoke(app, ["table", "import-gavel", str(gavel_dir / "simulation_throughputs.json"),
+                               "--out", str(table)]).exit_code == 0
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text("worker_types:\n  k80: {gpus: 4}\n  p100: {gpus: 4}\n  v100: {gpus: 4, gpus_per_node: 2}\n")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,model,batch_size,scale_factor,duration_s\n"
+                    "0,ResNet-50,64,1,3600\n1,LM,10,2,7200\n2,Transformer,128,1,1800\n3,Recommendation,512,1,900\n")
+    out = tmp_path / "s.json"
+    result = runner.invoke(app, ["plan", "--table", str(table), "--jobs", str(jobs), "--cluster", str(cluster),
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["solver"]["status"] == "optimal"
+
+
+def test_table_commands(tmp_path):
+    result = runner.invoke(app, ["table", "show", str(DATA / "throughputs.csv")])
+    assert result.exit_code == 0 and "a100" in result.output and "cannot run" in result.output
+    result = runner.invoke(app, ["table", "validate", str(DATA / "throughputs.csv")])
+    assert result.exit_code == 0 and "ok" in result.output
+    gavel = tmp_path / "g.json"
+    assert runner.invoke(app, ["table", "export-gavel", str(DATA / "throughputs.csv"), "--out", str(gavel)]).exit_code == 0
+    back = tmp_path / "back.parquet"
+    assert runner.invoke(app, ["table", "import-gavel", str(gavel), "--out", str(back)]).exit_code == 0
+    merged = tmp_path / "m.csv"
+    assert runner.invoke(app, ["table", "merge", str(DATA / "throughputs.csv"), str(back),
+                               "--out", str(merged)]).exit_code == 0
+
+
+def test_table_validate_bad_file(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("worker_type,model,scale_factor,throughput\nv100,LM,1,-2\n")
+    result = runner.invoke(app, ["table", "validate", str(bad)])
+    assert result.exit_code == 2
+    assert "row 1" in result.output and "throughput" in result.output and "Traceback" not in result.output
+
+
+def test_policies_and_help():
+    result = runner.invoke(app, ["policies", "--json"])
+    assert "max_min_fairness_perf" in json.loads(result.output)
+    for command in (["plan"], ["table", "show"], ["table", "validate"], ["table", "import-gavel"],
+                    ["table", "export-gavel"], ["table", "merge"], ["policies"]):
+        result = runner.invoke(app, [*command, "--help"])
+        assert result.exit_code == 0 and "Example" in result.output, command

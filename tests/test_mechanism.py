@@ -1,0 +1,169 @@
+"""Round mechanism: priorities, deficits, gang placement, lease extension, and
+property tests over random clusters (hypothesis)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import make_problem
+from planner.cluster import cluster_from_dict
+from planner.engine import EngineConfig, run_engine
+from planner.jobs import Job
+from planner.mechanism import RoundMechanism, visiting_order
+from planner.policies import POLICY_NAMES, make_policy
+from planner.table import JobType, ThroughputTable
+
+
+def one_type(gpus, per_node):
+    return cluster_from_dict({"worker_types": {"g": {"gpus": gpus, "gpus_per_node": per_node}}})
+
+
+def test_priority_is_allocation_over_received_share():
+    mech = RoundMechanism(one_type(1, 1), round_s=100)
+    for k in ("a", "b"):
+        mech.add((k,))
+    mech.reset(0.0)
+    mech.set_allocation({("a",): np.array([0.75]), ("b",): np.array([0.25])})
+    mech.record(("a",), 0, 100.0)  # a ran a whole round
+    prio = mech.priorities({("a",): np.array([True]), ("b",): np.array([True])})
+    # job_time starts at tau/2 = 50: a has 150 of 200 seconds, b 50 of 200.
+    assert prio[("a",)][0] == pytest.approx(0.75 / (150 / 200))
+    assert prio[("b",)][0] == pytest.approx(0.25 / (50 / 200))
+
+
+def test_deficit_accumulates_what_was_owed():
+    mech = RoundMechanism(one_type(1, 1), round_s=100)
+    mech.add(("a",))
+    mech.reset(0.0)
+    mech.set_allocation({("a",): np.array([0.5])})
+    mech.record(("a",), 0, 100.0)
+    mech.reset(1000.0)  # owed 500 s, received 100 s
+    assert mech.deficit[("a",)][0] == pytest.approx(400.0)
+
+
+def test_gang_stays_on_one_node_and_lease_is_extended():
+    mech = RoundMechanism(one_type(8, 4), round_s=100)
+    scale = {("big",): 4, ("s1",): 1, ("s2",): 2}
+    for k in scale:
+        mech.add(k)
+    mech.reset(0.0)
+    mech.set_allocation({k: np.array([1.0]) for k in scale})
+    runnable = {k: np.array([True]) for k in scale}
+    first = mech.place(mech.select([0], scale, runnable), scale)
+    by_job = {p.jobs: p for p in first}
+    assert len({node for node, _ in by_job[("big",)].gpus}) == 1
+    second = mech.place(mech.select([0], scale, runnable), scale)
+    assert {p.jobs: p.gpus for p in second} == {p.jobs: p.gpus for p in first}
+
+
+def test_fifo_skips_zero_priority_entries():
+    mech = RoundMechanism(one_type(2, 2), round_s=100)
+    scale = {("a",): 1, ("b",): 1}
+    for k in scale:
+        mech.add(k)
+    mech.reset(0.0)
+    mech.set_allocation({("a",): np.array([1.0]), ("b",): np.array([0.0])})
+    runnable = {k: np.array([True]) for k in scale}
+    assert [k for k, _ in mech.select([0], scale, runnable, fifo=True)] == [("a",)]
+    assert len(mech.select([0], scale, runnable, fifo=False)) == 2  # work conserving
+
+
+def test_visiting_order_is_fastest_first_from_data():
+    assert visiting_order(np.array([[1.0, 3.0, 2.0], [1.0, 2.0, 4.0]])) == [2, 1, 0]
+
+
+def test_plan_follows_allocation_over_rounds():
+    # Two identical jobs on one GPU of a fast and one of a slow type: LAS gives
+    # each half of each; over many rounds each job's time on the fast GPU ~ 1/2.
+    table = ThroughputTable.from_records([
+        {"worker_type": "fast", "model": "m", "scale_factor": 1, "throughput": 2.0},
+        {"worker_type": "slow", "model": "m", "scale_factor": 1, "throughput": 1.0}])
+    cluster = cluster_from_dict({"worker_types": {"fast": 1, "slow": 1}})
+    jobs = [Job(f"j{i}", JobType("m", None), total_steps=1e9) for i in range(2)]
+    result = run_engine(jobs, table, cluster, make_policy("max_min_fairness_perf"),
+                        EngineConfig(round_s=10, max_rounds=200))
+    fast = sum(1 for r in result.rounds for p in r.placements if p.worker_type == "fast" and p.jobs == ("j0",))
+    assert abs(fast / len(result.rounds) - 0.5) < 0.05
+
+
+# ----------------------------------------------------------------- properties
+
+@st.composite
+def scenarios(draw):
+    n_types = draw(st.integers(1, 3))
+    types = {}
+    for t in range(n_types):
+        per_node = draw(st.sampled_from([1, 2, 4]))
+        types[f"t{t}"] = {"gpus": per_node * draw(st.integers(1, 3)), "gpus_per_node": per_node}
+    n_models = draw(st.integers(1, 3))
+    records = []
+    for mi in range(n_models):
+        for s in (1, 2, 4):
+            for name in types:
+                rate = draw(st.one_of(st.just(0.0), st.floats(0.05, 20.0)))
+                records.append({"worker_type": name, "model": f"m{mi}", "scale_factor": s,
+                                "throughput": rate, "status": "ok" if rate > 0 else "oom"})
+    table = ThroughputTable.from_records(records)
+    cluster = cluster_from_dict({"worker_types": types})
+    jobs = []
+    for i in range(draw(st.integers(1, 8))):
+        jt = JobType(f"m{draw(st.integers(0, n_models - 1))}", None, draw(st.sampled_from([1, 2, 4])))
+        if not any(table.solo(w, jt) > 0 and cluster.capacity(w) >= jt.scale_factor for w in types):
+            continue
+        jobs.append(Job(f"j{i}", jt, total_steps=draw(st.floats(1.0, 3000.0)),
+                        priority_weight=draw(st.sampled_from([1.0, 2.0]))))
+    return table, cluster, jobs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.sampled_from(POLICY_NAMES))
+def test_schedules_never_double_book_and_keep_gangs_whole(scenario, policy_name):
+    table, cluster, jobs = scenario
+    if not jobs:
+        return
+    result = run_engine(jobs, table, cluster, make_policy(policy_name), EngineConfig(round_s=360))
+    by_id = {j.job_id: j for j in jobs}
+    for r in result.rounds:
+        used, seen_jobs = set(), set()
+        assert r.end_s > r.start_s
+        for p in r.placements:
+            spec = cluster.worker_types[p.worker_type]
+            assert len(p.gpus) == by_id[p.jobs[0]].scale_factor        # gang complete
+            assert len(set(p.gpus)) == len(p.gpus)
+            assert all(node in spec.nodes and 0 <= g < spec.gpus_per_node for node, g in p.gpus)
+            assert not used.intersection(p.gpus)                       # no double booking
+            used.update(p.gpus)
+            assert not seen_jobs.intersection(p.jobs)
+            seen_jobs.update(p.jobs)
+            assert table.solo(p.worker_type, by_id[p.jobs[0]].job_type) > 0
+    assert all(o.finish_s is not None for o in result.outcomes.values())  # everything finishes
+
+
+@st.composite
+def problems(draw):
+    n, m = draw(st.integers(1, 12)), draw(st.integers(1, 4))
+    tput = [[draw(st.one_of(st.just(0.0), st.floats(0.1, 50.0))) for _ in range(m)] for _ in range(n)]
+    for row in tput:
+        if not any(row):
+            row[0] = 1.0
+    capacity = [draw(st.integers(1, 8)) for _ in range(m)]
+    scale = [draw(st.sampled_from([1, 2, 4])) for _ in range(n)]
+    for i in range(n):  # each job must fit somewhere it can run
+        if not any(tput[i][j] > 0 and capacity[j] >= scale[i] for j in range(m)):
+            scale[i] = 1
+            capacity[next(j for j in range(m) if tput[i][j] > 0)] = max(capacity)
+    weight = [draw(st.sampled_from([1.0, 2.0, 5.0])) for _ in range(n)]
+    return make_problem(tput, capacity, scale=scale, weight=weight)
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(), st.sampled_from([p for p in POLICY_NAMES if p != "proportional"] + ["proportional"]))
+def test_allocations_respect_capacity_and_time(problem, policy_name):
+    problem.throughput[problem.scale[:, None] > problem.capacity[None, :]] = 0.0
+    x = make_policy(policy_name).allocate(problem).x
+    assert (x >= 0).all() and (x <= 1 + 1e-9).all()
+    assert (x.sum(axis=1) <= 1 + 1e-6).all()
+    assert ((problem.scale[:, None] * x).sum(axis=0) <= problem.capacity + 1e-6).all()
+    assert (x[problem.throughput == 0] == 0).all()
