@@ -9,6 +9,7 @@ no more often than `min_resolve_interval_s` (Gavel used 1920 s).
 from __future__ import annotations
 
 import math
+import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -27,8 +28,12 @@ from planner.table import ThroughputTable
 @dataclass
 class EngineConfig:
     round_s: float = 360.0
-    min_resolve_interval_s: float = 0.0
+    min_resolve_interval_s: float = 0.0   # Gavel: 1920 s between re-solves
     max_rounds: int = 1_000_000
+    # Worker-type visiting order: "fastest" (from the data), "spec" (cluster
+    # spec order), "shuffle" (every round), "gavel" (shuffle for agnostic policies).
+    visit_order: str = "fastest"
+    seed: int = 0
 
 
 @dataclass
@@ -70,96 +75,170 @@ class EngineResult:
     wall_s: float = 0.0
 
 
+class Engine:
+    """Round-by-round state: jobs waiting and active, the mechanism, the records.
+
+    `step()` runs one round and returns its record (None when there is nothing
+    left to run); `run()` steps until every job finished. Keys of the
+    mechanism are tuples of job ids: one id for a job alone, two for a
+    co-located pair (packing policies).
+    """
+
+    def __init__(self, table: ThroughputTable, cluster: Cluster, policy: Policy,
+                 config: EngineConfig | None = None, jobs: list[Job] = ()):
+        self.table, self.cluster, self.policy = table, cluster, policy
+        self.config = config or EngineConfig()
+        self.types = cluster.names
+        self.mech = RoundMechanism(cluster, self.config.round_s)
+        self.pending: list[Job] = []
+        self.active: dict[str, Job] = {}
+        self.outcomes: dict[str, JobOutcome] = {}
+        self.rounds: list[RoundRecord] = []
+        self.solves: list[Solve] = []
+        self.busy = {w: 0.0 for w in self.types}
+        self.need_update = True
+        self.order = list(range(len(self.types)))
+        self.finished = 0
+        self.t: float | None = None
+        self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
+        self.submit(list(jobs))
+
+    # inputs ----------------------------------------------------------------
+    def submit(self, jobs: list[Job]) -> None:
+        for job in jobs:
+            if job.job_id in self.outcomes:
+                raise InputError(f"job id {job.job_id!r} submitted twice", field="job_id")
+            self.outcomes[job.job_id] = JobOutcome(job, steps_done=job.steps_done)
+        self.pending = sorted(self.pending + list(jobs), key=lambda j: j.arrival_s)  # stable
+        if self.t is None and self.pending:
+            self.t = self.pending[0].arrival_s
+
+    def rate(self, key: Key, j: int) -> tuple[float, ...]:
+        """Steps/s of each member of `key` on type j; zeros where it cannot run."""
+        w = self.types[j]
+        members = [self.active[jid] for jid in key]
+        if self.cluster.capacity(w) < members[0].scale_factor:
+            return tuple(0.0 for _ in members)
+        if len(members) == 1:
+            return (self.table.solo(w, members[0].job_type),)
+        return self.table.pair(w, members[0].job_type, members[1].job_type)
+
+    # one round -------------------------------------------------------------
+    def _admit(self) -> None:
+        while self.pending and self.pending[0].arrival_s <= self.t:
+            job = self.pending.pop(0)
+            self.active[job.job_id] = job
+            self.mech.add((job.job_id,))
+            self.need_update = True
+
+    def _resolve(self) -> None:
+        mech, t = self.mech, self.t
+        mech.reset(t)
+        current = list(self.active.values())
+        remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
+                     for jid in self.active}
+        problem = build_problem(current, self.table, self.cluster, now=t, remaining=remaining)
+        allocation = self.policy.allocate(problem)
+        alloc = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
+        for pair, row in (allocation.pair_x or {}).items():
+            alloc[pair] = row
+            if pair not in mech.job_time:
+                mech.add_pair(pair)
+        for key in [k for k in mech.job_time if len(k) > 1 and k not in alloc]:
+            mech.remove(key)  # pairs the policy dropped
+        mech.set_allocation(alloc)
+        self.solves.append(Solve(t, problem.job_ids, allocation))
+        self.order = visiting_order(problem.throughput)
+        self.need_update = False
+
+    def _visiting_order(self) -> list[int]:
+        mode = self.config.visit_order
+        if mode == "spec":
+            return list(range(len(self.types)))
+        if mode == "shuffle" or (mode == "gavel" and not self.policy.perf_aware):
+            order = list(self.order)
+            self._shuffle.shuffle(order)
+            return order
+        return self.order
+
+    def step(self) -> RoundRecord | None:
+        config, mech = self.config, self.mech
+        while True:
+            if self.t is None or not (self.active or self.pending) or len(self.rounds) >= config.max_rounds:
+                return None
+            self._admit()
+            if not self.active:
+                self.t = self.pending[0].arrival_s
+                continue
+            interval_ok = mech.last_reset is None or self.t - mech.last_reset >= config.min_resolve_interval_s
+            if self.need_update and interval_ok:
+                self._resolve()
+            keys = list(mech.job_time)
+            runnable = {k: np.array([min(self.rate(k, j)) > 0 for j in range(len(self.types))]) for k in keys}
+            scale = {k: self.active[k[0]].scale_factor for k in keys}
+            chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
+            placements = mech.place(chosen, scale)
+            if placements:
+                return self._execute(placements)
+            if self.pending:
+                self.t = self.pending[0].arrival_s
+                continue
+            raise InputError("no remaining job can be placed on the cluster "
+                             f"({', '.join(sorted(self.active))}); check the policy and the job sizes")
+
+    def _execute(self, placements: list[Placement]) -> RoundRecord:
+        t, tau = self.t, self.config.round_s
+        planned: dict[str, int] = {}
+        finish: dict[str, float] = {}
+        for p in placements:
+            j = self.types.index(p.worker_type)
+            for jid, r in zip(p.jobs, self.rate(p.jobs, j)):
+                left = self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
+                # At least one step, so a job slower than one step per round still progresses.
+                n = min(max(1, math.floor(r * tau)), math.ceil(left - 1e-9))
+                planned[jid] = n
+                finish[jid] = t + n / r
+        end = max(finish.values())
+        record = RoundRecord(len(self.rounds), t, end, placements, planned)
+        self.rounds.append(record)
+        for p in placements:
+            j = self.types.index(p.worker_type)
+            elapsed = max(finish[jid] for jid in p.jobs) - t
+            self.mech.record(p.jobs, j, elapsed)
+            self.busy[p.worker_type] += elapsed * len(p.gpus)
+            for jid in p.jobs:
+                out = self.outcomes[jid]
+                out.steps_done += planned[jid]
+                if out.steps_done >= out.job.total_steps - 1e-9:
+                    out.finish_s = finish[jid]
+                    self._complete(jid)
+        self.t = end
+        return record
+
+    def _complete(self, jid: str) -> None:
+        del self.active[jid]
+        for key in [k for k in self.mech.job_time if jid in k]:
+            self.mech.remove(key)
+        self.need_update = True
+        self.finished += 1
+
+    # whole runs ------------------------------------------------------------
+    def run(self, on_round: Callable[[RoundRecord, int, int], None] | None = None) -> EngineResult:
+        started = time.perf_counter()
+        while (record := self.step()) is not None:
+            if on_round:
+                on_round(record, self.finished, len(self.outcomes))
+        return self.result(time.perf_counter() - started)
+
+    def result(self, wall_s: float = 0.0) -> EngineResult:
+        makespan = max((o.finish_s for o in self.outcomes.values() if o.finish_s is not None),
+                       default=self.t or 0.0)
+        return EngineResult(self.rounds, self.outcomes, self.solves, self.busy, makespan, self.types,
+                            {w: self.cluster.capacity(w) for w in self.types}, wall_s)
+
+
 def run_engine(jobs: list[Job], table: ThroughputTable, cluster: Cluster, policy: Policy,
                config: EngineConfig | None = None,
                on_round: Callable[[RoundRecord, int, int], None] | None = None) -> EngineResult:
     """Run until every job finished (or `config.max_rounds`); `on_round(rec, done, total)` reports progress."""
-    config = config or EngineConfig()
-    started = time.perf_counter()
-    mech = RoundMechanism(cluster, config.round_s)
-    types = cluster.names
-    pending = sorted(jobs, key=lambda j: j.arrival_s)  # stable: ties keep file order
-    outcomes = {j.job_id: JobOutcome(j, steps_done=j.steps_done) for j in jobs}
-    active: dict[str, Job] = {}
-    rounds: list[RoundRecord] = []
-    solves: list[Solve] = []
-    busy = {w: 0.0 for w in types}
-    need_update = True
-    t = pending[0].arrival_s if pending else 0.0
-    order: list[int] = list(range(len(types)))
-    finished = 0
-
-    def rate(job: Job, j: int) -> float:
-        if cluster.capacity(types[j]) < job.scale_factor:
-            return 0.0
-        return table.solo(types[j], job.job_type)
-
-    while (active or pending) and len(rounds) < config.max_rounds:
-        while pending and pending[0].arrival_s <= t:
-            job = pending.pop(0)
-            active[job.job_id] = job
-            mech.add((job.job_id,))
-            need_update = True
-        if not active:
-            t = pending[0].arrival_s
-            continue
-        interval_ok = mech.last_reset is None or t - mech.last_reset >= config.min_resolve_interval_s
-        if need_update and interval_ok:
-            mech.reset(t)
-            current = list(active.values())
-            remaining = {jid: outcomes[jid].job.total_steps - outcomes[jid].steps_done for jid in active}
-            problem = build_problem(current, table, cluster, now=t, remaining=remaining)
-            allocation = policy.allocate(problem)
-            mech.set_allocation({(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)})
-            solves.append(Solve(t, problem.job_ids, allocation))
-            order = visiting_order(problem.throughput)
-            need_update = False
-
-        keys = list(mech.job_time)
-        runnable = {k: np.array([rate(active[k[0]], j) > 0 for j in range(len(types))]) for k in keys}
-        scale = {k: active[k[0]].scale_factor for k in keys}
-        chosen = mech.select(order, scale, runnable, fifo=policy.fifo)
-        placements = mech.place(chosen, scale)
-        if not placements:
-            if pending:
-                t = pending[0].arrival_s
-                continue
-            raise InputError("no remaining job can be placed on the cluster "
-                             f"({', '.join(sorted(active))}); check the policy and the job sizes")
-
-        planned: dict[str, int] = {}
-        finish: dict[str, float] = {}
-        for p in placements:
-            j = types.index(p.worker_type)
-            for jid in p.jobs:
-                job, out = active[jid], outcomes[jid]
-                r = rate(job, j)
-                left = job.total_steps - out.steps_done
-                # At least one step, so a job slower than one step per round still progresses.
-                n = min(max(1, math.floor(r * config.round_s)), math.ceil(left - 1e-9))
-                planned[jid] = n
-                finish[jid] = t + n / r
-        end = max(finish.values())
-        record = RoundRecord(len(rounds), t, end, placements, planned)
-        rounds.append(record)
-        for p in placements:
-            j = types.index(p.worker_type)
-            elapsed = max(finish[jid] for jid in p.jobs) - t
-            mech.record(p.jobs, j, elapsed)
-            busy[p.worker_type] += elapsed * len(p.gpus)
-            for jid in p.jobs:
-                out = outcomes[jid]
-                out.steps_done += planned[jid]
-                if out.steps_done >= out.job.total_steps - 1e-9:
-                    out.finish_s = finish[jid]
-                    del active[jid]
-                    mech.remove((jid,))
-                    need_update = True
-                    finished += 1
-        t = end
-        if on_round:
-            on_round(record, finished, len(jobs))
-
-    makespan = max((o.finish_s for o in outcomes.values() if o.finish_s is not None), default=t)
-    return EngineResult(rounds, outcomes, solves, busy, makespan, types,
-                        {w: cluster.capacity(w) for w in types}, time.perf_counter() - started)
+    return Engine(table, cluster, policy, config, jobs).run(on_round)

@@ -62,6 +62,11 @@ class RoundMechanism:
         self.job_time[key] = np.full(self.m, self.round_s / 2)
         self.deficit[key] = np.zeros(self.m)
 
+    def add_pair(self, key: Key) -> None:
+        # A new pair starts with no received time (Gavel): it is preferred once.
+        self.job_time[key] = np.zeros(self.m)
+        self.deficit[key] = np.zeros(self.m)
+
     def remove(self, key: Key) -> None:
         for table in (self.alloc, self.job_time, self.deficit, self.previous):
             table.pop(key, None)

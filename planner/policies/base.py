@@ -20,6 +20,8 @@ class Allocation:
     build_s: float = 0.0
     solve_s: float = 0.0
     n_classes: int | None = None
+    # Packing policies: time fractions of co-located pairs, keyed by (job id, job id).
+    pair_x: dict[tuple[str, str], np.ndarray] | None = None
     info: dict = field(default_factory=dict)
 
 
