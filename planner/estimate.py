@@ -401,6 +401,10 @@ def missing_solo_rows(table: ThroughputTable) -> list[str]:
     return out
 
 
+def _pairs(n: int) -> str:
+    return f"{n} pair" if n == 1 else f"{n} pairs"
+
+
 def _describe(fm: FactorMatrix, picks: list[tuple[int, int]], limit: int = 5) -> list[str]:
     return [fm.label(i, j) for i, j in picks[:limit]]
 
@@ -456,7 +460,7 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
             report.unestimable_entries = int(fm.wanted.sum())
             report.to_measure = _describe(fm, picks)
             report.note = (f"no co-location measured at scale factor {fm.scale_factor}: left missing "
-                           f"(measure {len(picks)} pairs to estimate it)")
+                           f"(measure {_pairs(len(picks))} to estimate it)")
             continue
         ok = estimable_mask(measured, fm.wanted, mirror, min_measured)
         short = fm.wanted & ~ok
@@ -467,9 +471,9 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
             short_items = shortages(fm, measured, min_measured)
             problems.append(
                 f"cannot estimate {int(short.sum())} co-location entries at scale factor {fm.scale_factor} "
-                f"(each job type and partner needs {min_measured} measured pair(s): "
+                f"(each job type and partner needs at least {_pairs(min_measured)} measured: "
                 + ", ".join(short_items[:3]) + (f" and {len(short_items) - 3} more" if len(short_items) > 3 else "")
-                + f"); measure next ({len(picks)} pairs): " + "; ".join(_describe(fm, picks))
+                + f"); measure next ({_pairs(len(picks))}): " + "; ".join(_describe(fm, picks))
                 + (" ..." if len(picks) > 5 else ""))
         model = als_fit(fm.values, rank=rank, reg=reg, n_iter=n_iter, seed=seed)
         report.iterations = model.iterations
