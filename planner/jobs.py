@@ -3,7 +3,7 @@
 Columns: job_id, model, batch_size, scale_factor=1, total_steps | duration_s
 (+ reference_worker_type, default: the job's fastest type in the cluster),
 priority_weight=1, arrival_s=0, entity, slo_s (deadline, seconds after arrival),
-steps_done=0. JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
+steps_done=0, command (what a launcher runs). JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
 """
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from planner.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
 JOB_COLUMNS = ["job_id", "model", "batch_size", "scale_factor", "total_steps", "duration_s",
-               "reference_worker_type", "priority_weight", "arrival_s", "entity", "slo_s", "steps_done"]
+               "reference_worker_type", "priority_weight", "arrival_s", "entity", "slo_s", "steps_done",
+               "command"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Job:
     entity: str | None = None
     slo_s: float | None = None
     steps_done: float = 0.0
+    command: str | None = None  # what a launcher runs for this job (exports)
 
     @property
     def scale_factor(self) -> int:
@@ -147,7 +149,9 @@ def parse_jobs(records: Iterable[Mapping[str, Any]], *, table: ThroughputTable, 
             raise InputError(f"steps_done ({done:g}) must be below total_steps ({steps:g})",
                              path=path, row=row, field="steps_done")
         entity = None if _blank(raw.get("entity")) else str(raw["entity"]).strip()
-        jobs.append(Job(job_id, job_type, float(steps), float(weight), float(arrival), entity, slo, float(done)))
+        command = None if _blank(raw.get("command")) else str(raw["command"]).strip()
+        jobs.append(Job(job_id, job_type, float(steps), float(weight), float(arrival), entity, slo, float(done),
+                        command))
     return jobs
 
 
