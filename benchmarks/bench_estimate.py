@@ -117,6 +117,36 @@ def accuracy_study(fm: E.FactorMatrix, fm_zero: E.FactorMatrix, fractions, seeds
     return rows
 
 
+def rank_sweep(fm: E.FactorMatrix, fractions=(0.1, 0.5, 0.9), ranks=(0, 1, 2, 4, 6, 8),
+               regs=(0.001, 0.01, 0.1), seeds: int = 5) -> list[tuple]:
+    """Median factor error of ALS per (hidden fraction, rank, reg): how the defaults were chosen."""
+    mirror = fm.mirror()
+    out = []
+    for fraction in fractions:
+        splits = []
+        for seed in range(seeds):
+            hidden = E.hide_pairs(fm, fraction, np.random.default_rng(seed))
+            train = np.where(hidden, np.nan, fm.values)
+            splits.append((seed, train, E.estimable_mask(~np.isnan(train), hidden, mirror)))
+        for rank in ranks:
+            for reg in regs:
+                err = np.concatenate([np.abs(np.clip(E.als_complete(train, rank=rank, reg=reg, seed=seed), 0, 1)
+                                             - fm.values)[ok] for seed, train, ok in splits])
+                out.append((fraction, rank, reg, float(np.median(err)), float(np.quantile(err, 0.9))))
+    return out
+
+
+def print_sweep(rows: list[tuple]) -> None:
+    regs = sorted({r[2] for r in rows})
+    print("ALS median |err| of the factor by rank (rows) and reg (columns), pairs that ran hidden at random")
+    for fraction in sorted({r[0] for r in rows}):
+        print(f"  hidden {fraction:.0%}: " + "".join(f"{'reg ' + format(g, 'g'):>11}" for g in regs))
+        for rank in sorted({r[1] for r in rows}):
+            cells = {r[2]: r[3] for r in rows if r[0] == fraction and r[1] == rank}
+            print(f"    rank {rank:<8}" + "".join(f"{cells[g]:>11.3f}" for g in regs))
+    print()
+
+
 # --------------------------------------------------------------------------- scale factors
 
 def scale_factor_study(table: ThroughputTable) -> dict[str, tuple[float, float, int]]:
@@ -259,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-partial", type=Path, metavar="CSV",
                         help="only write Gavel's k80/p100/v100 table with --hide of its single-GPU pairs removed")
     parser.add_argument("--hide", type=float, default=0.7)
+    parser.add_argument("--sweep", action="store_true", help="also sweep rank and reg (how the defaults were chosen)")
     args = parser.parse_args(argv)
     if not args.table.exists():
         print(f"skipped: Gavel table not found at {args.table}")
@@ -286,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         for r in failed:
             print(f"  {r['hidden_fraction']:>4.0%}  {r['method']:<12} {r['failed_pred_median']:.2f}")
         print()
+
+    if args.sweep:
+        print_sweep(rank_sweep(fm))
 
     print("Missing scale factors: leave-one-out over multi-GPU solo throughputs")
     for label, (median, p90, n) in scale_factor_study(multi).items():
