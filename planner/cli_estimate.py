@@ -93,8 +93,9 @@ def print_summary(report: EstimateReport, table: Path, out: Path, console: Conso
         if g.note and not g.note.startswith("complete"):
             console.print(f"scale factor {g.scale_factor}: {g.note}")
         if g.unestimable_entries and g.to_measure:
-            console.print(f"  not estimated: {g.unestimable_entries} entries; measure next: "
-                          + "; ".join(g.to_measure[:_SHOWN]))
+            more = " ..." if len(g.to_measure) > _SHOWN else ""
+            console.print(f"  scale factor {g.scale_factor}: {g.unestimable_entries} entries not estimated; "
+                          f"measure next ({len(g.to_measure)}): " + "; ".join(g.to_measure[:_SHOWN]) + more)
     if report.missing_solo:
         shown = ", ".join(report.missing_solo[:_SHOWN])
         more = f" and {len(report.missing_solo) - _SHOWN} more" if len(report.missing_solo) > _SHOWN else ""

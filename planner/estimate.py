@@ -389,23 +389,17 @@ class EstimateReport:
 
 
 def missing_solo_rows(table: ThroughputTable) -> list[str]:
-    """(job type, worker type) combinations with no solo row, for every
-    (model, batch size) at the scale factors it has anywhere in the table.
-    These are not estimated (see the module docstring)."""
-    have = {(w, jt) for w in table.worker_types for jt in table.job_types if table.has(w, jt)}
-    out = []
-    for jt in table.job_types:
-        for w in table.worker_types:
-            if (w, jt) not in have:
-                out.append(f"{jt.label} on {w}")
-    return out
+    """Job types (model, batch size, scale factor) without a solo row on some
+    worker type of the table. These are not estimated (see the module docstring)."""
+    return [f"{jt.label} on {w}" for jt in table.job_types for w in table.worker_types
+            if not table.has(w, jt)]
 
 
 def _pairs(n: int) -> str:
     return f"{n} pair" if n == 1 else f"{n} pairs"
 
 
-def _describe(fm: FactorMatrix, picks: list[tuple[int, int]], limit: int = 5) -> list[str]:
+def _describe(fm: FactorMatrix, picks: list[tuple[int, int]], limit: int | None = 5) -> list[str]:
     return [fm.label(i, j) for i, j in picks[:limit]]
 
 
@@ -458,7 +452,7 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
         if not measured.any():
             picks = suggest_measurements(fm, measured, min_measured)
             report.unestimable_entries = int(fm.wanted.sum())
-            report.to_measure = _describe(fm, picks)
+            report.to_measure = _describe(fm, picks, limit=None)
             report.note = (f"no co-location measured at scale factor {fm.scale_factor}: left missing "
                            f"(measure {_pairs(len(picks))} to estimate it)")
             continue
@@ -467,7 +461,7 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
         if short.any():
             picks = suggest_measurements(fm, measured, min_measured)
             report.unestimable_entries = int(short.sum())
-            report.to_measure = _describe(fm, picks)
+            report.to_measure = _describe(fm, picks, limit=None)
             short_items = shortages(fm, measured, min_measured)
             problems.append(
                 f"cannot estimate {int(short.sum())} co-location entries at scale factor {fm.scale_factor} "
@@ -486,7 +480,8 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
     if not any(g.measured_entries for g in groups) and any(g.to_measure for g in groups):
         first = next(g for g in groups if g.to_measure)
         raise InputError("no co-location measured, nothing to estimate from; measure next "
-                         f"(scale factor {first.scale_factor}): " + "; ".join(first.to_measure) + " ...",
+                         f"({_pairs(len(first.to_measure))} at scale factor {first.scale_factor}): " + "; ".join(first.to_measure[:5])
+                         + (" ..." if len(first.to_measure) > 5 else ""),
                          path=table.path)
     if problems and not partial:
         raise InputError(" | ".join(problems) + "; or pass --partial to estimate the rest", path=table.path)
