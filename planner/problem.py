@@ -24,6 +24,7 @@ class Problem:
     cost: np.ndarray | None = None             # (m,) price per GPU-hour, None if unknown
     entity: list[str | None] = field(default_factory=list)
     slo_left_s: np.ndarray | None = None       # (n,) seconds to deadline, nan = no SLO
+    table: ThroughputTable | None = None       # for co-located (pair) throughputs
 
     @property
     def n_jobs(self) -> int:
@@ -51,4 +52,4 @@ def build_problem(jobs: list[Job], table: ThroughputTable, cluster: Cluster, *, 
         weight=np.array([j.priority_weight for j in jobs], dtype=float), remaining=left,
         time_since_start=np.array([max(0.0, now - j.arrival_s) for j in jobs], dtype=float),
         cost=None if any(c is None for c in costs) else np.array(costs, dtype=float),
-        entity=[j.entity for j in jobs], slo_left_s=slo)
+        entity=[j.entity for j in jobs], slo_left_s=slo, table=table)

@@ -42,3 +42,8 @@ def make_policy(name: str, *, method: str = DEFAULT_METHOD, aggregate: bool = Tr
 
 
 __all__ = ["Allocation", "Policy", "POLICY_NAMES", "make_policy", "describe_policies"]
+
+_FACTORIES["max_min_fairness_packed"] = (
+    lambda **o: MaxMinFairness(perf_aware=True, packed=True, **o),
+    "LAS with space sharing: co-locate pairs where the table says it pays")
+POLICY_NAMES = list(_FACTORIES)

@@ -71,18 +71,31 @@ class AllocationLP:
         model.capacity = pyo.ConstraintList()
         model.time = pyo.ConstraintList()
         model.extra = pyo.ConstraintList()
+        self.throughput = throughput
+        self.capacity_row: dict[int, int] = {}
+        self.time_row: dict[int, int] = {}
         with PauseGC():
             for j in range(self.m):
                 terms = [float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
                          for c in range(self.k) if self.runnable[c, j]]
                 if terms:
                     model.capacity.add(pyo.quicksum(terms) <= float(capacity[j]))
+                    self.capacity_row[j] = len(model.capacity)
             for c in range(self.k):
                 terms = [model.x[self.cell_of[(c, j)]] for j in range(self.m) if self.runnable[c, j]]
                 if terms:
                     model.time.add(pyo.quicksum(terms) <= 1.0)
+                    self.time_row[c] = len(model.time)
         self.model = model
+        self._build_extra(model, throughput, scale, capacity, mult)
         self.build_s = time.perf_counter() - started
+
+    def _build_extra(self, model, throughput, scale, capacity, mult) -> None:
+        """Hook for subclasses that add variables (space sharing)."""
+
+    def throughput_expr(self, c: int, factor: float = 1.0):
+        """factor · (effective throughput of row c) as a linear expression."""
+        return self.weighted_sum(c, self.throughput[c] * factor)
 
     def weighted_sum(self, c: int, coefficients: np.ndarray):
         """Σ_j coefficients[j] · x[c, j] over the types row c can use."""
