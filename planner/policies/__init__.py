@@ -10,6 +10,7 @@ from planner.policies.fifo import Fifo
 from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.max_min_fairness import MaxMinFairness
 from planner.policies.max_sum_throughput import MaxSumThroughput
+from planner.policies.water_filling import WaterFilling
 
 _FACTORIES: dict[str, tuple[Callable[..., Policy], str]] = {
     "isolated": (lambda **o: Isolated(), "equal 1/n share of every worker type (no solver)"),
@@ -46,4 +47,12 @@ __all__ = ["Allocation", "Policy", "POLICY_NAMES", "make_policy", "describe_poli
 _FACTORIES["max_min_fairness_packed"] = (
     lambda **o: MaxMinFairness(perf_aware=True, packed=True, **o),
     "LAS with space sharing: co-locate pairs where the table says it pays")
+POLICY_NAMES = list(_FACTORIES)
+
+for _suffix, _perf, _packed, _text in (
+        ("", False, False, "progressive filling to the unique max-min fair GPU-time shares"),
+        ("_perf", True, False, "progressive filling to the unique max-min fair throughput shares"),
+        ("_packed", True, True, "progressive filling with space sharing")):
+    _FACTORIES["max_min_fairness_water_filling" + _suffix] = (
+        lambda perf=_perf, packed=_packed, **o: WaterFilling(perf_aware=perf, packed=packed, **o), _text)
 POLICY_NAMES = list(_FACTORIES)

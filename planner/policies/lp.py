@@ -28,7 +28,7 @@ from planner.errors import SolverError
 # optimal face (like Gavel's ECOS) instead of a vertex; it is also the fastest
 # method on these LPs (see README, "Solver choice").
 DEFAULT_METHOD = "ipm"
-METHODS = ("ipm", "simplex")
+METHODS = ("ipm", "simplex", "choose")  # "choose": HiGHS decides (needed for MILPs)
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,14 @@ class AllocationLP:
     def _build_extra(self, model, throughput, scale, capacity, mult) -> None:
         """Hook for subclasses that add variables (space sharing)."""
 
-    def throughput_expr(self, c: int, factor: float = 1.0):
-        """factor · (effective throughput of row c) as a linear expression."""
-        return self.weighted_sum(c, self.throughput[c] * factor)
+    def throughput_expr(self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None,
+                        per_type_shared: np.ndarray | None = None):
+        """factor · (effective throughput of row c), each type's part optionally
+        scaled by per_type[j] (solo) / per_type_shared[j] (co-located time)."""
+        weights = self.throughput[c] * factor
+        if per_type is not None:
+            weights = weights * per_type
+        return self.weighted_sum(c, weights)
 
     def weighted_sum(self, c: int, coefficients: np.ndarray):
         """Σ_j coefficients[j] · x[c, j] over the types row c can use."""
@@ -103,34 +108,54 @@ class AllocationLP:
                  for j in range(self.m) if self.runnable[c, j] and coefficients[j] != 0]
         return pyo.quicksum(terms) if terms else 0.0
 
-    def solve(self, objective, *, sense=pyo.maximize, method: str = DEFAULT_METHOD,
-              policy: str = "policy") -> tuple[np.ndarray, float, float]:
-        """Solve; return (x as (k, m), objective value, solve seconds). Non-optimal raises."""
-        if method not in METHODS:
-            raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+    def set_objective(self, objective, sense=pyo.maximize) -> None:
         model = self.model
         if hasattr(model, "objective"):
             model.del_component(model.objective)
         model.objective = pyo.Objective(expr=objective, sense=sense)
+
+    def _solver(self, method: str) -> Highs:
+        """One persistent HiGHS per model: re-solves after small changes reuse its state."""
+        if method not in METHODS:
+            raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+        cached = getattr(self, "_highs", None)
+        if cached is not None and cached[0] == method:
+            return cached[1]
         solver = Highs()
         solver.config.load_solution = False
         solver.config.stream_solver = False
         options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
-                   "dual_feasibility_tolerance": 1e-9}
+                   "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
         if method == "ipm":
             options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
         solver.highs_options = options
+        self._highs = (method, solver)
+        return solver
+
+    def run(self, *, method: str = DEFAULT_METHOD, policy: str = "policy", allow_infeasible: bool = False):
+        """Solve the current model. Returns (x (k, m), objective, seconds), or None when
+        infeasible and `allow_infeasible`; any other non-optimal end raises SolverError."""
+        solver = self._solver(method)
         started = time.perf_counter()
         try:
-            results = solver.solve(model)
+            results = solver.solve(self.model)
         except Exception as exc:  # solver crashed: report, never return a partial allocation
             raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
         solve_s = time.perf_counter() - started
-        if results.termination_condition != TerminationCondition.optimal:
-            name = results.termination_condition.name
-            raise SolverError(f"{policy}: HiGHS ended '{name}', not optimal; no allocation was produced")
+        condition = results.termination_condition
+        if allow_infeasible and condition in (TerminationCondition.infeasible,
+                                              TerminationCondition.infeasibleOrUnbounded):
+            return None
+        if condition != TerminationCondition.optimal:
+            raise SolverError(f"{policy}: HiGHS ended '{condition.name}', not optimal; no allocation was produced")
         results.solution_loader.load_vars()
         x = np.zeros((self.k, self.m))
         for n, (c, j) in enumerate(self.cells):
-            x[c, j] = model.x[n].value or 0.0
+            x[c, j] = self.model.x[n].value or 0.0
         return np.clip(x, 0.0, 1.0), float(results.best_feasible_objective), solve_s
+
+    def solve(self, objective, *, sense=pyo.maximize, method: str = DEFAULT_METHOD,
+              policy: str = "policy") -> tuple[np.ndarray, float, float]:
+        """Set the objective and solve; return (x as (k, m), objective value, solve seconds)."""
+        self.set_objective(objective, sense)
+        return self.run(method=method, policy=policy)

@@ -99,10 +99,14 @@ class PackedLP(AllocationLP):
                     for n in cells_ab:  # partner type has no way back: no pairing
                         model.z[n].fix(0.0)
 
-    def throughput_expr(self, c: int, factor: float = 1.0):
-        terms = [float(self.throughput[c, j] * factor) * self.model.x[self.cell_of[(c, j)]]
+    def throughput_expr(self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None,
+                        per_type_shared: np.ndarray | None = None):
+        solo = np.ones(self.m) if per_type is None else per_type
+        shared = solo if per_type_shared is None else per_type_shared
+        terms = [float(self.throughput[c, j] * factor * solo[j]) * self.model.x[self.cell_of[(c, j)]]
                  for j in range(self.m) if self.runnable[c, j]]
-        terms += [float(self.pair_coef[n] * factor) * self.model.z[n] for n in self.pairs_of_row.get(c, [])]
+        terms += [float(self.pair_coef[n] * factor * shared[self.pair_cells[n][1]]) * self.model.z[n]
+                  for n in self.pairs_of_row.get(c, [])]
         return pyo.quicksum(terms) if terms else 0.0
 
     def pair_values(self) -> np.ndarray:

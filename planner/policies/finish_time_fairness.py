@@ -1,0 +1,136 @@
+"""Finish-time fairness (Themis-style, spec §4.6).
+
+ρ_i(x) = (a_i + R_i / y_i(x)) / (H_i + R_i / iso_i): the job's predicted
+completion time under x relative to running alone on its 1/n share of the
+cluster (H_i accumulates the isolated-time equivalent of progress made so
+far, so the ratio is over the whole life of the job). Minimise max_i ρ_i.
+
+ρ is quasi-convex, so we bisect on t: ρ_i <= t  <=>  y_i >= R_i / (t c_i - a_i)
+(c_i = H_i + R_i / iso_i), a linear feasibility problem. One persistent HiGHS
+model is re-solved with new right-hand sides (dual simplex restarts from the
+previous basis). The answer is the allocation at the smallest feasible t.
+
+The per-job history H_i, R_i and iso_i of the previous call lives in the
+policy object (`get_state` / `set_state` for next-round planning).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyomo.environ as pyo
+
+from planner.policies.base import Allocation, empty_allocation
+from planner.policies.closed_form import isolated_allocation
+from planner.policies.space import build_space, read_allocation
+from planner.problem import Problem
+
+RELATIVE_GAP = 1e-6
+
+
+def agnostic_throughput(problem: Problem, gavel_compat: bool = False) -> np.ndarray:
+    """What a heterogeneity-blind policy believes: every GPU as fast as an average one.
+
+    Gavel (issue #248) copied the v100 column to every type instead; that is
+    kept behind `gavel_compat` (falling back to the first type without a v100).
+    """
+    tput = problem.throughput
+    runnable = tput > 0
+    if gavel_compat:
+        ref = problem.worker_types.index("v100") if "v100" in problem.worker_types else 0
+        return np.repeat(tput[:, ref:ref + 1], tput.shape[1], axis=1)
+    weights = np.where(runnable, problem.capacity[None, :], 0.0)
+    mean = (tput * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-300)
+    return np.where(runnable, mean[:, None], 0.0)
+
+
+@dataclass
+class FinishTimeFairness:
+    perf_aware: bool = True
+    packed: bool = False
+    aggregate: bool = True
+    method: str = "simplex"
+    gavel_compat: bool = False
+    fifo: bool = False
+    history: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # id -> (H, R, iso)
+
+    @property
+    def name(self) -> str:
+        if self.packed:
+            return "finish_time_fairness_packed"
+        return "finish_time_fairness_perf" if self.perf_aware else "finish_time_fairness"
+
+    def get_state(self) -> dict:
+        return {"history": {k: list(v) for k, v in self.history.items()}}
+
+    def set_state(self, state: dict) -> None:
+        self.history = {k: tuple(v) for k, v in state.get("history", {}).items()}
+
+    def _update_history(self, problem: Problem, iso: np.ndarray) -> np.ndarray:
+        held = np.zeros(problem.n_jobs)
+        fresh = {}
+        for i, jid in enumerate(problem.job_ids):
+            h, r_prev, iso_prev = self.history.get(jid, (0.0, problem.remaining[i], iso[i]))
+            if iso_prev > 0:
+                h += (r_prev - problem.remaining[i]) / iso_prev
+            held[i] = h
+            fresh[jid] = (float(h), float(problem.remaining[i]), float(iso[i]))
+        self.history = fresh  # departed jobs drop out
+        return held
+
+    def allocate(self, problem: Problem) -> Allocation:
+        if problem.n_jobs == 0:
+            return empty_allocation(problem)
+        seen = problem.throughput if (self.perf_aware or self.packed) else \
+            agnostic_throughput(problem, self.gavel_compat)
+        seen_problem = _with_throughput(problem, seen)
+        x_iso = isolated_allocation(seen_problem)
+        iso = (seen * x_iso).sum(axis=1)
+        held = self._update_history(problem, iso)
+        remaining = np.maximum(problem.remaining, 1e-9)
+        since = problem.time_since_start
+        c = held + remaining / iso
+        rho_iso = (since + remaining / iso) / c
+        lo = float(np.max(since / c))
+        hi = float(np.max(rho_iso))
+        lp, classes = build_space(seen_problem, seen, problem.weight, remaining, since, held,
+                                  packed=self.packed, aggregate=self.aggregate)
+        rep = classes.representative
+        model = lp.model
+        scale = float(np.max(seen)) or 1.0     # keep rows of order one
+        model.need = pyo.Param(range(classes.n), mutable=True, initialize=0.0)
+        for k, i in enumerate(rep):
+            model.extra.add(lp.throughput_expr(k, 1.0 / scale) >= model.need[k])
+        lp.set_objective(0.0 * model.x[0] if len(lp.cells) else 0.0, sense=pyo.minimize)
+
+        def feasible(t: float):
+            for k, i in enumerate(rep):
+                model.need[k] = float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30
+            return lp.run(method=self.method, policy=self.name, allow_infeasible=True)
+
+        best, total_s, probes = None, 0.0, 0
+        if hi > lo:
+            best = feasible(hi)
+            probes += 1
+            if best is not None:
+                total_s += best[2]
+            while best is not None and (hi - lo) > RELATIVE_GAP * hi and probes < 100:
+                mid = 0.5 * (lo + hi)
+                result = feasible(mid)
+                probes += 1
+                if result is None:
+                    lo = mid
+                else:
+                    best, hi = result, mid
+                    total_s += result[2]
+        if best is None:  # isolated is always feasible; only numerical trouble lands here
+            return Allocation(x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated",
+                              info={"probes": probes})
+        x = best[0]
+        return read_allocation(lp, classes, problem, x, hi, total_s, self.method, probes=probes)
+
+
+def _with_throughput(problem: Problem, throughput: np.ndarray) -> Problem:
+    from dataclasses import replace
+
+    return replace(problem, throughput=throughput)

@@ -1,0 +1,171 @@
+"""Max-min fairness by progressive filling (spec §4.3.4), single- and multi-level.
+
+Plain LAS only pins down the bottleneck jobs; water-filling keeps raising the
+others until each is blocked, which gives the unique max-min fair levels.
+Each iteration:
+  1. LP: raise every active job's normalised throughput n_i = y_i / prop_i
+     together (z <= k_i (n_i - L_i), k_i = s_i / w'_i) while frozen jobs keep
+     theirs; L_i += z / k_i.
+  2. MILP (HiGHS): which jobs can still exceed σ·L_i while all keep their
+     levels; the others freeze.
+Hierarchical (multi-level) fairness: each entity e has a weight W_e and a
+policy inside it — `fairness` splits W_e over its unfrozen jobs by weight,
+`fifo` gives all of W_e to its oldest unfrozen job.
+Identical jobs share a class (same levels by symmetry of the unique answer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyomo.environ as pyo
+
+from planner.errors import InputError
+from planner.policies.base import Allocation, empty_allocation
+from planner.policies.max_min_fairness import seen_throughput
+from planner.policies.space import build_space, read_allocation
+from planner.problem import Problem
+
+EPSILON = 1e-5
+SIGMA = 1.0001
+MAX_ITERATIONS = 200
+
+
+@dataclass
+class WaterFilling:
+    perf_aware: bool = True
+    packed: bool = False
+    aggregate: bool = True
+    method: str = "ipm"
+    entity_weights: dict[str, float] | None = None     # hierarchical when set
+    entity_policies: dict[str, str] = field(default_factory=dict)  # entity -> fairness | fifo
+    fifo: bool = False
+
+    @property
+    def name(self) -> str:
+        base = "max_min_fairness_water_filling"
+        if self.packed:
+            return base + "_packed"
+        return base + ("_perf" if self.perf_aware else "")
+
+    def _check_entities(self, problem: Problem) -> None:
+        if self.entity_weights is None:
+            return
+        for i, entity in enumerate(problem.entity):
+            if entity is None:
+                raise InputError(f"job {problem.job_ids[i]!r} has no entity; hierarchical fairness needs "
+                                 "an entity for every job", field="entity")
+            if entity not in self.entity_weights:
+                raise InputError(f"entity {entity!r} (job {problem.job_ids[i]!r}) has no weight in the "
+                                 "entity weights", field="entity")
+        for entity, policy in self.entity_policies.items():
+            if policy not in ("fairness", "fifo"):
+                raise InputError(f"entity {entity!r}: policy must be 'fairness' or 'fifo', got {policy!r}",
+                                 field="entity_policies")
+
+    def _weights(self, problem: Problem, frozen: np.ndarray) -> np.ndarray:
+        """Effective weights w'_i of this iteration (0 for frozen jobs)."""
+        if self.entity_weights is None:
+            return np.where(frozen, 0.0, problem.weight)
+        weights = np.zeros(problem.n_jobs)
+        for entity, total in self.entity_weights.items():
+            members = [i for i, e in enumerate(problem.entity) if e == entity and not frozen[i]]
+            if not members:
+                continue
+            if self.entity_policies.get(entity, "fairness") == "fifo":
+                oldest = max(members, key=lambda i: problem.time_since_start[i])  # ties: input order
+                weights[oldest] = total
+            else:
+                share = sum(problem.weight[i] for i in members)
+                for i in members:
+                    weights[i] = total * problem.weight[i] / share
+        return weights
+
+    def _class_keys(self, problem: Problem) -> tuple[np.ndarray, ...]:
+        keys = [problem.weight]
+        if self.entity_weights is not None:
+            codes: dict = {}
+            per_job = []
+            for i, entity in enumerate(problem.entity):
+                fifo_entity = self.entity_policies.get(entity, "fairness") == "fifo"
+                per_job.append(codes.setdefault((entity, i if fifo_entity else None), len(codes)))
+            keys.append(np.array(per_job, dtype=float))
+        return tuple(keys)
+
+    def allocate(self, problem: Problem) -> Allocation:
+        if problem.n_jobs == 0:
+            return empty_allocation(problem)
+        self._check_entities(problem)
+        seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
+        norm = 1.0 / prop                                   # n_i = y_i / prop_i
+        n = problem.n_jobs
+        frozen = np.zeros(n, dtype=bool)
+        level = np.zeros(n)
+        keys = self._class_keys(problem)
+        last = None
+        total_solve = 0.0
+        iterations = 0
+        big_m = None
+        while iterations < MAX_ITERATIONS:
+            iterations += 1
+            weights = self._weights(problem, frozen)
+            active = (~frozen) & (weights > 0)
+            if not active.any():
+                break
+            lp, classes = build_space(problem, seen, *keys, frozen.astype(float), packed=self.packed,
+                                      aggregate=self.aggregate)
+            rep = classes.representative
+            model = lp.model
+            levels = [lp.throughput_expr(c, norm[i]) for c, i in enumerate(rep)]
+            if big_m is None:
+                big_m = _big_m(lp, norm[rep]) * 2.0 + 1.0
+            model.z = pyo.Var(bounds=(0.0, None))
+            model.raise_rows = pyo.ConstraintList()
+            for c, i in enumerate(rep):
+                model.extra.add(levels[c] >= float(level[i]))
+                if active[i]:
+                    k_i = problem.scale[i] / weights[i]
+                    model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i])))
+            x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
+            total_solve += solve_s
+            last = (lp, classes, x)
+            for c, i in enumerate(rep):
+                if active[i]:
+                    level[classes.index == c] = level[i] + z_star * weights[i] / problem.scale[i]
+
+            # MILP: who can still grow by a factor sigma?
+            model.del_component(model.raise_rows)
+            model.del_component(model.z)
+            model.grow = pyo.Var(range(classes.n), domain=pyo.Binary)
+            model.milp = pyo.ConstraintList()
+            for c, i in enumerate(rep):
+                if active[i]:
+                    model.milp.add(big_m * model.grow[c] >= levels[c] - SIGMA * level[i] + EPSILON)
+                    model.milp.add(big_m * (1 - model.grow[c]) >= SIGMA * level[i] - levels[c])
+                else:
+                    model.grow[c].fix(0)
+            _, _, solve_s = lp.solve(pyo.quicksum(model.grow[c] for c in range(classes.n)),
+                                     method="choose", policy=self.name)
+            total_solve += solve_s
+            newly = 0
+            for c, i in enumerate(rep):
+                if active[i] and (model.grow[c].value or 0.0) < 0.5:
+                    frozen[classes.index == c] = True
+                    newly += 1
+            if newly == 0:
+                break
+        lp, classes, x = last
+        return read_allocation(lp, classes, problem, x, float(level.min()), total_solve, self.method,
+                               iterations=iterations, levels=level.tolist())
+
+
+def _big_m(lp, norm_rep: np.ndarray) -> float:
+    """M = the largest normalised throughput any job could reach."""
+    best = 0.0
+    for c in range(lp.k):
+        value = float(np.max(lp.throughput[c]) * norm_rep[c])
+        if hasattr(lp, "pairs_of_row"):
+            for n in lp.pairs_of_row.get(c, []):
+                value = max(value, float(lp.pair_coef[n] * norm_rep[c]))
+        best = max(best, value)
+    return best
