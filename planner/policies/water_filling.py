@@ -26,9 +26,9 @@ from planner.policies.max_min_fairness import seen_throughput
 from planner.policies.space import build_space, read_allocation
 from planner.problem import Problem
 
-EPSILON = 1e-5
 SIGMA = 1.0001
 MAX_ITERATIONS = 200
+LEVEL_SLACK = 1e-6
 
 
 @dataclass
@@ -122,10 +122,11 @@ class WaterFilling:
             model.z = pyo.Var(bounds=(0.0, None))
             model.raise_rows = pyo.ConstraintList()
             for c, i in enumerate(rep):
-                model.extra.add(levels[c] >= float(level[i]))
+                # levels reached so far, less a hair: the LP solution is only accurate to ~1e-9
+                model.extra.add(levels[c] >= float(level[i]) * (1 - LEVEL_SLACK))
                 if active[i]:
                     k_i = problem.scale[i] / weights[i]
-                    model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i])))
+                    model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i]) * (1 - LEVEL_SLACK)))
             x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
             total_solve += solve_s
             last = (lp, classes, x)
@@ -140,7 +141,9 @@ class WaterFilling:
             model.milp = pyo.ConstraintList()
             for c, i in enumerate(rep):
                 if active[i]:
-                    model.milp.add(big_m * model.grow[c] >= levels[c] - SIGMA * level[i] + EPSILON)
+                    # grow = 1 => n >= σL;  grow = 0 => n <= σL. Gavel subtracts ε = 1e-5 in the
+                    # second row, which makes the MILP infeasible once levels drop below ε/(σ-1) = 0.1.
+                    model.milp.add(big_m * model.grow[c] >= levels[c] - SIGMA * level[i])
                     model.milp.add(big_m * (1 - model.grow[c]) >= SIGMA * level[i] - levels[c])
                 else:
                     model.grow[c].fix(0)

@@ -1,0 +1,63 @@
+"""Pair orchestration, OOM and crash handling with fake workloads (no torch needed)."""
+from __future__ import annotations
+
+import pytest
+
+from profiler.processes import run_group
+from profiler.timing import TimingConfig
+from profiler.worker import WorkerJob, classify_failure
+
+FAST = TimingConfig(warmup_steps=2, window_s=0.05, min_windows=4, budget_s=1.0, target_spread=0.05)
+
+
+def job(builder: str, **options) -> WorkerJob:
+    return WorkerJob(f"profiler.fakes:{builder}", 8, "cpu", FAST, options=options, barrier_timeout_s=30)
+
+
+def test_solo_reports_the_known_step_time():
+    (r,) = run_group([job("build_busy", step_s=0.004)], "solo", timeout_s=60)
+    assert r.status == "ok", r.message
+    assert r.step_time_median_s == pytest.approx(0.004, rel=0.2)
+    assert r.samples_per_step == 8 and r.n_steps > 0 and r.windows >= 4
+
+
+def test_pair_measures_both_sides_while_both_run():
+    a, b = run_group([job("build_busy", step_s=0.003), job("build_busy", step_s=0.011)], "pair", timeout_s=60)
+    assert a.status == b.status == "ok", (a.message, b.message)
+    assert a.step_time_median_s == pytest.approx(0.003, rel=0.3)
+    assert b.step_time_median_s == pytest.approx(0.011, rel=0.3)
+    # One side stopped the pair; the other's windows were cut to the overlap.
+    assert {a.stop_reason, b.stop_reason} & {"partner", "converged"}
+
+
+@pytest.mark.parametrize("at", ["build", "step"])
+def test_oom_on_one_side_marks_the_pair_and_stops_the_other(at):
+    ok_side, oom_side = run_group([job("build_busy", step_s=0.003), job("build_oom", at=at)], "pair",
+                                  timeout_s=60)
+    assert oom_side.status == "oom" and "out of memory" in oom_side.message
+    assert ok_side.status == "failed" and "another process" in ok_side.message
+
+
+def test_torch_cuda_oom_is_recognised():
+    pytest.importorskip("torch")
+    (r,) = run_group([job("build_oom", flavour="torch", at="step")], "solo", timeout_s=60)
+    assert r.status == "oom" and "OutOfMemoryError" in r.message
+
+
+def test_a_hard_crash_is_failed_not_fatal(tmp_path):
+    crash, other = run_group([job("build_crash", exit_code=7), job("build_busy", step_s=0.003)], "pair",
+                             timeout_s=60, log_dir=tmp_path)
+    assert crash.status == "failed" and "code 7" in crash.message
+    assert other.status == "failed"
+
+
+def test_timeout_stops_the_group():
+    (r,) = run_group([job("build_busy", step_s=30.0)], "solo", timeout_s=2)
+    assert r.status == "failed" and "timed out" in r.message
+
+
+def test_classify_failure():
+    assert classify_failure(MemoryError()) == "oom"
+    assert classify_failure(RuntimeError("CUDA out of memory. Tried to allocate")) == "oom"
+    assert classify_failure(RuntimeError("DefaultCPUAllocator: can't allocate memory")) == "oom"
+    assert classify_failure(ValueError("bad shape")) == "failed"
