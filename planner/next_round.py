@@ -34,10 +34,17 @@ class NextRound:
 
 
 def make_policy_from(name: str, options: dict) -> Any:
-    from planner.policies import PolicyOptions, make_policy
+    """A fresh policy from its name and saved options (method, aggregate, seed, ...)."""
+    import inspect
 
-    known = {f.name for f in dataclasses.fields(PolicyOptions)}
-    return make_policy(name, PolicyOptions(**{k: v for k, v in options.items() if k in known}))
+    from planner import policies
+
+    options_cls = getattr(policies, "PolicyOptions", None)
+    if options_cls is not None:
+        known = {f.name for f in dataclasses.fields(options_cls)}
+        return policies.make_policy(name, options_cls(**{k: v for k, v in options.items() if k in known}))
+    accepted = inspect.signature(policies.make_policy).parameters
+    return policies.make_policy(name, **{k: v for k, v in options.items() if k in accepted and k != "name"})
 
 
 def next_round(table: ThroughputTable, cluster: Cluster, *, state: dict | None = None,
