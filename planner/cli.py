@@ -152,10 +152,11 @@ def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
         out.print_json(json.dumps(described))
         return
     grid = Table(title="policies")
-    grid.add_column("name")
+    grid.add_column("name", no_wrap=True)
     grid.add_column("what it optimises")
-    for name, text in described.items():
-        grid.add_row(name, text)
+    grid.add_column("needs")
+    for name, info in described.items():
+        grid.add_row(name, info["description"], info["needs"])
     out.print(grid)
 
 
@@ -175,7 +176,15 @@ def plan(
     round_s: float = typer.Option(360.0, "--round-length", help="Round length tau in seconds.", min=1.0),
     method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm (interior point) or simplex."),
     no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."),
-    seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo)."),
+    seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo, gandiva)."),
+    gavel_compat: bool = typer.Option(False, "--gavel-compat",
+                                      help="Reproduce Gavel's numbers where rota fixes its behaviour "
+                                           "(makespan bisection, agnostic FTF/makespan copying v100)."),
+    entity_weights: Optional[str] = typer.Option(
+        None, "--entity-weights", help="Multi-level fairness for water-filling policies: 'vision=2,nlp=1' "
+                                       "or a YAML/JSON file mapping entity -> weight."),
+    entity_policy: Optional[str] = typer.Option(
+        None, "--entity-policy", help="Policy inside each entity: 'nlp=fifo,vision=fairness' (default fairness)."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
 ):
     """Plan a batch of jobs: policy allocation, then round-by-round GPU assignments.
@@ -200,7 +209,10 @@ def plan(
         raise InputError(f"worker type(s) {', '.join(missing)} of cluster {cluster} have no rows in the table",
                          path=table, field="worker_type")
     job_list = read_jobs(jobs, table=thr, cluster=spec)
-    pol = make_policy(policy, method=method, aggregate=not no_aggregate, seed=seed)
+    weights = _parse_mapping(entity_weights, "--entity-weights", float) if entity_weights else None
+    inside = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}
+    pol = make_policy(policy, method=method, aggregate=not no_aggregate, seed=seed, gavel_compat=gavel_compat,
+                      entity_weights=weights, entity_policies=inside)
     config = EngineConfig(round_s=round_s)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -210,7 +222,8 @@ def plan(
         task = bar.add_task("plan", total=len(job_list))
         result = run_engine(job_list, thr, spec, pol, config,
                             on_round=lambda rec, done, total: bar.update(task, completed=done))
-    options = {"solver_method": method, "aggregate": not no_aggregate, "seed": seed, "round_s": round_s}
+    options = {"solver_method": method, "aggregate": not no_aggregate, "seed": seed, "round_s": round_s,
+               "gavel_compat": gavel_compat, "entity_weights": weights, "entity_policies": inside}
     schedule = build_schedule(result, inputs={"table": table, "jobs": jobs, "cluster": cluster},
                               policy=policy, options=options, config=config, rounds=rounds)
     write_schedule(schedule, out_path, csv_path)
@@ -223,6 +236,37 @@ def plan(
                                    "jobs": schedule["jobs"]}))
         return
     _print_plan_summary(schedule, result, out_path, csv_path, estimated)
+
+
+def _parse_mapping(text: str, option: str, kind):
+    """'a=1,b=2' or a YAML/JSON file holding a mapping."""
+    path = Path(text)
+    if path.exists():
+        import yaml
+
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+        if not isinstance(data, dict):
+            raise InputError("expected a mapping entity -> value", path=path)
+        items = list(data.items())
+    else:
+        items = []
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            if "=" not in part:
+                raise InputError(f"expected name=value, got {part!r}", field=option)
+            key, value = part.split("=", 1)
+            items.append((key.strip(), value.strip()))
+    result = {}
+    for key, value in items:
+        try:
+            result[str(key)] = kind(value)
+        except (TypeError, ValueError):
+            raise InputError(f"bad value {value!r} for {key!r}", field=option) from None
+        if kind is float and not result[str(key)] > 0:
+            raise InputError(f"weight of {key!r} must be positive", field=option)
+    return result
 
 
 def _estimated_throughputs_used(thr, job_list, spec) -> int:
@@ -248,7 +292,9 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
         jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")
     for jid, o in result.outcomes.items():
         finish = "-" if o.finish_s is None else _duration(o.finish_s)
-        jobs_grid.add_row(jid, o.job.job_type.name, str(o.job.scale_factor), f"{o.job.total_steps:,.0f}", finish)
+        jt = o.job.job_type
+        label = jt.model if jt.batch_size is None else f"{jt.model} bs{jt.batch_size}"
+        jobs_grid.add_row(jid, label, str(o.job.scale_factor), f"{o.job.total_steps:,.0f}", finish)
     out.print(jobs_grid)
     util = Table(title="worker types")
     for column in ("worker type", "GPUs", "utilisation"):
@@ -279,12 +325,9 @@ def _register_optional_commands() -> None:
         profile_command = None
     if profile_command is not None:
         app.command("profile")(user_errors(profile_command))
-    try:
-        from planner.cli_estimate import estimate_command
-    except ImportError:
-        estimate_command = None
-    if estimate_command is not None:
-        table_app.command("estimate")(user_errors(estimate_command))
+    from planner.cli_estimate import estimate_command
+
+    table_app.command("estimate")(user_errors(estimate_command))
 
 
 _register_optional_commands()

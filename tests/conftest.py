@@ -33,7 +33,8 @@ def make_problem(throughput, capacity, scale=None, weight=None, remaining=None, 
         scale=np.asarray(scale if scale is not None else [1] * n, dtype=float),
         weight=np.asarray(weight if weight is not None else [1] * n, dtype=float),
         remaining=np.asarray(remaining if remaining is not None else [100] * n, dtype=float),
-        time_since_start=np.arange(n, 0, -1, dtype=float))
+        time_since_start=np.arange(n, 0, -1, dtype=float), cost=np.arange(1, m + 1, dtype=float),
+        slo_left_s=np.full(n, np.nan))
 
 
 # Spec §11.1: T_0 = (v100 2, p100 1, k80 0.5), T_1 = (v100 3, p100 2, k80 1).

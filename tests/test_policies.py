@@ -11,6 +11,7 @@ from planner.policies import POLICY_NAMES, make_policy
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
 SOLO_POLICIES = [p for p in POLICY_NAMES if "packed" not in p and p != "gandiva"]
+SINGLE_GPU_ONLY = {"allox"}
 from planner.policies.lp import AllocationLP
 
 

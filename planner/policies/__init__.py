@@ -1,58 +1,124 @@
-"""Policy registry: name -> factory. Names follow Gavel so results compare."""
+"""Policy registry: name -> (factory, description). Names follow Gavel so results compare."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable
 
 from planner.errors import InputError
+from planner.policies.allox import AlloX
 from planner.policies.base import Allocation, Policy
 from planner.policies.closed_form import Isolated, Proportional
-from planner.policies.fifo import Fifo
+from planner.policies.fifo import Fifo, FifoPacked
+from planner.policies.finish_time_fairness import FinishTimeFairness
+from planner.policies.gandiva import Gandiva
 from planner.policies.lp import DEFAULT_METHOD
+from planner.policies.makespan import MinTotalDuration
 from planner.policies.max_min_fairness import MaxMinFairness
 from planner.policies.max_sum_throughput import MaxSumThroughput
 from planner.policies.water_filling import WaterFilling
 
-_FACTORIES: dict[str, tuple[Callable[..., Policy], str]] = {
-    "isolated": (lambda **o: Isolated(), "equal 1/n share of every worker type (no solver)"),
-    "proportional": (lambda **o: Proportional(), "share of each type proportional to its size (no solver)"),
-    "max_min_fairness": (lambda **o: MaxMinFairness(perf_aware=False, **o),
-                         "LAS, heterogeneity-agnostic: equalise GPU-time"),
-    "max_min_fairness_perf": (lambda **o: MaxMinFairness(perf_aware=True, **o),
-                              "LAS, heterogeneity-aware: equalise throughput vs. proportional share"),
-    "fifo": (lambda seed=0, **o: Fifo(perf_aware=False, seed=seed), "first come first served, random type"),
-    "fifo_perf": (lambda **o: Fifo(perf_aware=True), "first come first served, fastest free type"),
-    "max_sum_throughput_perf": (lambda **o: MaxSumThroughput(**o), "maximise total steps/s"),
+
+@dataclass
+class PolicyOptions:
+    method: str = DEFAULT_METHOD
+    aggregate: bool = True
+    seed: int = 0
+    gavel_compat: bool = False
+    allox_alpha: float = 1.0
+    entity_weights: dict[str, float] | None = None
+    entity_policies: dict[str, str] = field(default_factory=dict)
+
+
+def _lp(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
+    return lambda o: cls(method=o.method, aggregate=o.aggregate, **fixed)
+
+
+def _compat(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
+    return lambda o: cls(method=o.method, aggregate=o.aggregate, gavel_compat=o.gavel_compat, **fixed)
+
+
+def _ftf(**fixed) -> Callable[[PolicyOptions], Policy]:
+    # bisection re-solves one model many times: dual simplex warm-starts, IPM cannot
+    return lambda o: FinishTimeFairness(method="simplex", aggregate=o.aggregate, gavel_compat=o.gavel_compat,
+                                        **fixed)
+
+
+def _water(**fixed) -> Callable[[PolicyOptions], Policy]:
+    return lambda o: WaterFilling(method=o.method, aggregate=o.aggregate, entity_weights=o.entity_weights,
+                                  entity_policies=dict(o.entity_policies), **fixed)
+
+
+# name -> (factory, what it optimises, inputs it needs beyond throughputs and cluster)
+REGISTRY: dict[str, tuple[Callable[[PolicyOptions], Policy], str, str]] = {
+    "isolated": (lambda o: Isolated(), "equal 1/n share of every worker type", "-"),
+    "proportional": (lambda o: Proportional(), "share of each type proportional to its size", "-"),
+    "max_min_fairness": (_lp(MaxMinFairness, perf_aware=False), "LAS, heterogeneity-agnostic: equalise GPU-time",
+                         "priority_weight"),
+    "max_min_fairness_perf": (_lp(MaxMinFairness, perf_aware=True),
+                              "LAS, heterogeneity-aware: equalise throughput vs. proportional share",
+                              "priority_weight"),
+    "max_min_fairness_packed": (_lp(MaxMinFairness, perf_aware=True, packed=True),
+                                "LAS with space sharing (co-located pairs)", "priority_weight, pair rows"),
+    "max_min_fairness_water_filling": (_water(perf_aware=False),
+                                       "unique max-min fair GPU-time shares (progressive filling)",
+                                       "priority_weight; entity + --entity-weights for multi-level"),
+    "max_min_fairness_water_filling_perf": (_water(perf_aware=True),
+                                            "unique max-min fair throughput shares (progressive filling)",
+                                            "priority_weight; entity + --entity-weights for multi-level"),
+    "max_min_fairness_water_filling_packed": (_water(perf_aware=True, packed=True),
+                                              "progressive filling with space sharing",
+                                              "pair rows; entity + --entity-weights for multi-level"),
+    "fifo": (lambda o: Fifo(perf_aware=False, seed=o.seed), "first come first served, random free type", "arrival_s"),
+    "fifo_perf": (lambda o: Fifo(perf_aware=True), "first come first served, fastest free type", "arrival_s"),
+    "fifo_packed": (lambda o: FifoPacked(), "fifo_perf, then queued jobs join running ones when packing pays",
+                    "arrival_s, pair rows"),
+    "finish_time_fairness": (_ftf(perf_aware=False), "Themis finish-time fairness, heterogeneity-agnostic",
+                             "steps left, arrival_s"),
+    "finish_time_fairness_perf": (_ftf(perf_aware=True), "minimise the worst finish-time ratio rho",
+                                  "steps left, arrival_s"),
+    "finish_time_fairness_packed": (_ftf(perf_aware=True, packed=True), "finish-time fairness with space sharing",
+                                    "steps left, arrival_s, pair rows"),
+    "min_total_duration": (_compat(MinTotalDuration, perf_aware=False), "makespan, heterogeneity-agnostic",
+                           "steps left"),
+    "min_total_duration_perf": (_compat(MinTotalDuration, perf_aware=True), "makespan: finish all jobs earliest",
+                                "steps left"),
+    "min_total_duration_packed": (_compat(MinTotalDuration, perf_aware=True, packed=True),
+                                  "makespan with space sharing", "steps left, pair rows"),
+    "max_sum_throughput_perf": (_lp(MaxSumThroughput), "maximise total steps/s", "-"),
+    "max_sum_throughput_normalized_by_cost_perf": (_lp(MaxSumThroughput, cost_normalized=True),
+                                                   "maximise steps per dollar", "cost_per_gpu_hour"),
+    "max_sum_throughput_normalized_by_cost_perf_SLOs": (
+        _lp(MaxSumThroughput, cost_normalized=True, slos=True),
+        "steps per dollar, keeping each job's deadline (dropped if infeasible)", "cost_per_gpu_hour, slo_s"),
+    "max_sum_throughput_normalized_by_cost_packed_SLOs": (
+        _lp(MaxSumThroughput, cost_normalized=True, slos=True, packed=True),
+        "steps per dollar with space sharing and deadlines", "cost_per_gpu_hour, slo_s, pair rows"),
+    "allox": (lambda o: AlloX(alpha=o.allox_alpha), "AlloX: min sum of completion times by matching",
+              "steps left; single-GPU jobs"),
+    "gandiva": (lambda o: Gandiva(seed=o.seed), "Gandiva: equal shares, random packing under load", "pair rows"),
 }
 
-POLICY_NAMES = list(_FACTORIES)
+POLICY_NAMES = list(REGISTRY)
 
 
-def describe_policies() -> dict[str, str]:
-    return {name: text for name, (_, text) in _FACTORIES.items()}
+def describe_policies() -> dict[str, dict[str, str]]:
+    return {name: {"description": text, "needs": needs} for name, (_, text, needs) in REGISTRY.items()}
 
 
-def make_policy(name: str, *, method: str = DEFAULT_METHOD, aggregate: bool = True, seed: int = 0) -> Policy:
-    if name not in _FACTORIES:
+def make_policy(name: str, options: PolicyOptions | None = None, **overrides) -> Policy:
+    """A fresh policy object (stateful policies keep their history in it)."""
+    if name.startswith("allox_alpha="):
+        try:
+            overrides["allox_alpha"] = float(name.split("=", 1)[1])
+        except ValueError:
+            raise InputError(f"bad AlloX alpha in {name!r}", field="policy") from None
+        name = "allox"
+    if name not in REGISTRY:
         raise InputError(f"unknown policy {name!r}; choose one of: {', '.join(POLICY_NAMES)}", field="policy")
-    factory, _ = _FACTORIES[name]
-    if name in ("isolated", "proportional", "fifo_perf"):
-        return factory()
-    if name == "fifo":
-        return factory(seed=seed)
-    return factory(method=method, aggregate=aggregate)
+    options = options or PolicyOptions()
+    if overrides:
+        options = PolicyOptions(**{**options.__dict__, **overrides})
+    return REGISTRY[name][0](options)
 
 
-__all__ = ["Allocation", "Policy", "POLICY_NAMES", "make_policy", "describe_policies"]
-
-_FACTORIES["max_min_fairness_packed"] = (
-    lambda **o: MaxMinFairness(perf_aware=True, packed=True, **o),
-    "LAS with space sharing: co-locate pairs where the table says it pays")
-POLICY_NAMES = list(_FACTORIES)
-
-for _suffix, _perf, _packed, _text in (
-        ("", False, False, "progressive filling to the unique max-min fair GPU-time shares"),
-        ("_perf", True, False, "progressive filling to the unique max-min fair throughput shares"),
-        ("_packed", True, True, "progressive filling with space sharing")):
-    _FACTORIES["max_min_fairness_water_filling" + _suffix] = (
-        lambda perf=_perf, packed=_packed, **o: WaterFilling(perf_aware=perf, packed=packed, **o), _text)
-POLICY_NAMES = list(_FACTORIES)
+__all__ = ["Allocation", "Policy", "PolicyOptions", "POLICY_NAMES", "make_policy", "describe_policies"]

@@ -65,3 +65,52 @@ class Fifo:
         if not self.perf_aware:
             self._previous = {problem.job_ids[i]: int(np.argmax(x[i])) for i in placed}
         return Allocation(x, status="closed-form")
+
+
+PACKING_THRESHOLD = 1.5
+
+
+@dataclass
+class FifoPacked:
+    """`fifo_perf`, then each still-queued job joins a running job of equal scale
+    factor on its type when their summed normalised co-located throughput
+    exceeds 1.5 (the best such partner; spec §4.4)."""
+
+    name: str = "fifo_packed"
+    perf_aware: bool = True
+    fifo: bool = True
+
+    def allocate(self, problem: Problem) -> Allocation:
+        if problem.n_jobs == 0:
+            return empty_allocation(problem)
+        if problem.table is None:
+            from planner.errors import InputError
+            raise InputError("fifo_packed needs the throughput table for co-located pairs", field="partner_model")
+        base = Fifo(perf_aware=True).allocate(problem)
+        x = base.x.copy()
+        order = sorted(range(problem.n_jobs), key=lambda i: -problem.time_since_start[i])
+        alone = {i: int(np.argmax(x[i])) for i in range(problem.n_jobs) if x[i].sum() > 0}
+        pair_x: dict[tuple[str, str], np.ndarray] = {}
+        for i in order:
+            if x[i].sum() > 0 or any(i in p for p in pair_x):
+                continue
+            best, best_score = None, PACKING_THRESHOLD
+            for k, j in alone.items():
+                if problem.scale[k] != problem.scale[i]:
+                    continue
+                w = problem.worker_types[j]
+                own, other = problem.table.pair(w, problem.job_types[i], problem.job_types[k])
+                if own <= 0 or other <= 0 or problem.throughput[i, j] <= 0:
+                    continue
+                score = own / problem.throughput[i, j] + other / problem.throughput[k, j]
+                if score > best_score:
+                    best, best_score = k, score
+            if best is None:
+                break  # strict FIFO: the queue stops at the first job nobody can host
+            j = alone.pop(best)
+            x[best, j] = 0.0
+            row = np.zeros(x.shape[1])
+            row[j] = 1.0
+            ids = tuple(sorted((problem.job_ids[i], problem.job_ids[best])))
+            pair_x[ids] = row
+        return Allocation(x, status="closed-form", pair_x=pair_x)
