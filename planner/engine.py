@@ -34,6 +34,22 @@ class EngineConfig:
     # spec order), "shuffle" (every round), "gavel" (shuffle for agnostic policies).
     visit_order: str = "fastest"
     seed: int = 0
+    # Base worker-type order by name (unlisted types follow in spec order), e.g. Gavel's
+    # hard-coded v100, p100, k80; None: fastest first, from the data at every solve.
+    type_order: tuple[str, ...] | None = None
+    # False: step() still returns each RoundRecord but the engine does not keep it
+    # (long simulations would otherwise hold every round in memory).
+    keep_rounds: bool = True
+    # Gavel HEAD's simulation quirks, to reproduce its numbers (spec §5.2, §5.6, §13.3 #5, #6, #14):
+    # - after the first solve at t = 0 the next change re-solves at once (Gavel's last_reset == 0 test);
+    # - a job missing from the current allocation is never placed: it waits for the next re-solve and
+    #   the GPUs the greedy pass picked for it idle; an idle cluster still jumps to the next arrival;
+    # - with nothing runnable and no arrival left, a re-solve is forced (last_reset := 0);
+    # - an idle pass still re-solves (possibly with no jobs) and draws from the shuffle stream;
+    # - a round's execution time counts from the previous round's end (job time and busy time
+    #   are inflated after idle gaps); the last round runs the exact, possibly fractional, remainder;
+    # - a co-located job's completion time is its pair's finish.
+    gavel_compat: bool = False
 
 
 @dataclass
@@ -85,7 +101,11 @@ class Engine:
     """
 
     def __init__(self, table: ThroughputTable, cluster: Cluster, policy: Policy,
-                 config: EngineConfig | None = None, jobs: list[Job] = ()):
+                 config: EngineConfig | None = None, jobs: list[Job] = (),
+                 source: Callable[[float | None], list[Job]] | None = None):
+        """`source(t)`, if given, is asked for new jobs before every admission at time t
+        (None before the first job): it must return every not yet submitted job arriving
+        at or before t, plus the next later one when there is one (lazy, endless traces)."""
         self.table, self.cluster, self.policy = table, cluster, policy
         self.config = config or EngineConfig()
         self.types = cluster.names
@@ -97,9 +117,12 @@ class Engine:
         self.solves: list[Solve] = []
         self.busy = {w: 0.0 for w in self.types}
         self.need_update = True
-        self.order = list(range(len(self.types)))
+        self.order = self._fixed_order() if self.config.type_order is not None else list(range(len(self.types)))
         self.finished = 0
+        self.n_rounds = 0
         self.t: float | None = None
+        self.source = source
+        self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
         self.submit(list(jobs))
 
@@ -124,6 +147,16 @@ class Engine:
         return self.table.pair(w, members[0].job_type, members[1].job_type)
 
     # one round -------------------------------------------------------------
+    def _pull(self) -> None:
+        if self.source is not None:
+            new = self.source(self.t)
+            if new:
+                self.submit(new)
+
+    def _fixed_order(self) -> list[int]:
+        listed = [self.types.index(w) for w in self.config.type_order if w in self.types]
+        return listed + [j for j in range(len(self.types)) if j not in listed]
+
     def _admit(self) -> None:
         while self.pending and self.pending[0].arrival_s <= self.t:
             job = self.pending.pop(0)
@@ -148,7 +181,7 @@ class Engine:
             mech.remove(key)  # pairs the policy dropped
         mech.set_allocation(alloc)
         self.solves.append(Solve(t, problem.job_ids, allocation))
-        self.order = visiting_order(problem.throughput)
+        self.order = self._fixed_order() if self.config.type_order is not None else visiting_order(problem.throughput)
         self.need_update = False
 
     def _visiting_order(self) -> list[int]:
@@ -163,25 +196,31 @@ class Engine:
 
     def step(self) -> RoundRecord | None:
         config, mech = self.config, self.mech
+        compat = config.gavel_compat
         while True:
-            if self.t is None or not (self.active or self.pending) or len(self.rounds) >= config.max_rounds:
+            self._pull()
+            if self.t is None or not (self.active or self.pending) or self.n_rounds >= config.max_rounds:
                 return None
             self._admit()
-            if not self.active:
+            if not self.active and not compat:
                 self.t = self.pending[0].arrival_s
                 continue
-            interval_ok = mech.last_reset is None or self.t - mech.last_reset >= config.min_resolve_interval_s
+            interval_ok = (mech.last_reset is None or (compat and mech.last_reset == 0)
+                           or self.t - mech.last_reset >= config.min_resolve_interval_s)
             if self.need_update and interval_ok:
                 self._resolve()
             keys = list(mech.job_time)
             runnable = {k: np.array([min(self.rate(k, j)) > 0 for j in range(len(self.types))]) for k in keys}
             scale = {k: self.active[k[0]].scale_factor for k in keys}
             chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
-            placements = mech.place(chosen, scale)
+            placements = mech.place(chosen, scale, allocated_only=compat)
             if placements:
                 return self._execute(placements)
             if self.pending:
                 self.t = self.pending[0].arrival_s
+                continue
+            if compat and self.need_update and mech.last_reset != 0:
+                mech.last_reset = 0.0  # Gavel forces a reset when nothing runs and no job is queued
                 continue
             raise InputError("no remaining job can be placed on the cluster "
                              f"({', '.join(sorted(self.active))}); check the policy and the job sizes")
@@ -190,20 +229,28 @@ class Engine:
         t, tau = self.t, self.config.round_s
         planned: dict[str, int] = {}
         finish: dict[str, float] = {}
+        compat = self.config.gavel_compat
         for p in placements:
             j = self.types.index(p.worker_type)
             for jid, r in zip(p.jobs, self.rate(p.jobs, j)):
                 left = self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
                 # At least one step, so a job slower than one step per round still progresses.
-                n = min(max(1, math.floor(r * tau)), math.ceil(left - 1e-9))
+                n = min(max(1, math.floor(r * tau)), left if compat else math.ceil(left - 1e-9))
                 planned[jid] = n
                 finish[jid] = t + n / r
+            if compat and len(p.jobs) > 1:
+                slowest = max(finish[jid] for jid in p.jobs)
+                finish.update({jid: slowest for jid in p.jobs})
         end = max(finish.values())
-        record = RoundRecord(len(self.rounds), t, end, placements, planned)
-        self.rounds.append(record)
+        record = RoundRecord(self.n_rounds, t, end, placements, planned)
+        self.n_rounds += 1
+        if self.config.keep_rounds:
+            self.rounds.append(record)
+        origin = self._round_origin if compat else t
+        self._round_origin = end
         for p in placements:
             j = self.types.index(p.worker_type)
-            elapsed = max(finish[jid] for jid in p.jobs) - t
+            elapsed = max(finish[jid] for jid in p.jobs) - origin
             self.mech.record(p.jobs, j, elapsed)
             self.busy[p.worker_type] += elapsed * len(p.gpus)
             for jid in p.jobs:

@@ -131,7 +131,10 @@ class RoundMechanism:
         return [self.cluster.worker_types[w].gpus for w in self.types]
 
     # placement -----------------------------------------------------------
-    def place(self, chosen: Sequence[tuple[Key, int]], scale: Mapping[Key, int]) -> list[Placement]:
+    def place(self, chosen: Sequence[tuple[Key, int]], scale: Mapping[Key, int], *,
+              allocated_only: bool = False) -> list[Placement]:
+        """GPUs for the chosen entries; `allocated_only` (Gavel) never newly places one
+        that is missing from the current allocation."""
         placements: list[Placement] = []
         for j, name in enumerate(self.types):
             here = [k for k, jj in chosen if jj == j]
@@ -151,6 +154,8 @@ class RoundMechanism:
                     else:
                         fresh.append(key)
                 for key in fresh:
+                    if allocated_only and key not in self.alloc:
+                        continue
                     gpus = _gang(spec.nodes, spec.gpus_per_node, claimed, size)
                     claimed.update(gpus)
                     placements.append(Placement(key, name, gpus))
