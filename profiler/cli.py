@@ -1,0 +1,165 @@
+"""`rota profile`: measure throughputs on this host into the throughput table.
+
+Registered by the main app as `app.command("profile")(profile_command)`.
+Imports no torch; the measuring processes do.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from models.spec import SCALES
+from planner.errors import InputError
+from profiler import devices as devices_mod
+from profiler.plan import Selection, build_plan, parse_ints, parse_pairs, split_list
+from profiler.report import ProfileProgress, device_table, duration, print_plan
+from profiler.session import RunOptions, read_statuses, run_plan
+from profiler.timing import TimingConfig
+
+
+def _pick_devices(requested: Optional[str]) -> list[devices_mod.DeviceType]:
+    names = [n.lower() for n in split_list(requested)]
+    cpu_only = bool(names) and set(names) == {"cpu"}
+    found = devices_mod.discover(include_cuda=not cpu_only)
+    if not names:
+        return found
+    by_name = {d.worker_type: d for d in found}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise InputError(f"no device of type {', '.join(unknown)} on this host "
+                         f"(found: {', '.join(by_name)})", field="--device-types")
+    return [by_name[n] for n in dict.fromkeys(names)]
+
+
+def _timing(budget: float, warmup_steps: int, window: float, target_spread: float) -> TimingConfig:
+    try:
+        return TimingConfig(warmup_steps=warmup_steps, window_s=window, target_spread=target_spread,
+                            budget_s=budget)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--budget/--warmup-steps/--window") from None
+
+
+def profile_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Throughput table to append to (.csv or .parquet).")]
+        = Path("throughputs.csv"),
+    device_types: Annotated[Optional[str], typer.Option(
+        help="Comma-separated worker types to profile, e.g. 'h200,cpu' (default: every device found).")] = None,
+    models: Annotated[Optional[str], typer.Option(
+        help="Comma-separated model names, e.g. 'ResNet-18,LM' (default: all reference models).")] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option(
+        help="Comma-separated batch sizes to keep, e.g. '16,32' (A3C and CycleGAN have none and stay).")] = None,
+    pairs: Annotated[str, typer.Option(
+        help="Co-located pairs at scale factor 1: 'all', 'none', or a list like 'ResNet-18@16+LM@5,A3C+CycleGAN'.")]
+        = "all",
+    scale_factors: Annotated[str, typer.Option(
+        help="Data-parallel scale factors to measure, capped by the devices of each type.")] = "1,2,4,8",
+    scale: Annotated[str, typer.Option(help="'full' (real shapes) or 'tiny' (shrunk, for CPUs and tests).")]
+        = "full",
+    budget: Annotated[float, typer.Option(help="Timed seconds per measurement (warm-up excluded).")] = 10.0,
+    warmup_steps: Annotated[int, typer.Option(help="Untimed steps before timing starts (>= 1).")] = 3,
+    window: Annotated[float, typer.Option(help="Target seconds per timed window of steps.")] = 0.25,
+    target_spread: Annotated[float, typer.Option(
+        help="Stop a measurement early once IQR/median of window step times is at most this.")] = 0.02,
+    timeout: Annotated[Optional[float], typer.Option(
+        help="Hard limit in seconds for one measurement, start-up included (default: 300 + 3 x budget).")] = None,
+    cpu_threads: Annotated[Optional[int], typer.Option(
+        help="Threads for a process alone on the CPU (default: all cores; split among co-running processes).")]
+        = None,
+    gpt_size: Annotated[str, typer.Option(
+        help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")] = "small",
+    resume: Annotated[bool, typer.Option(help="Skip measurements whose rows are already in --out.")] = False,
+    dry_run: Annotated[bool, typer.Option(help="Print the plan and a time estimate; measure nothing.")] = False,
+    list_devices: Annotated[bool, typer.Option(help="Show the devices found on this host and exit.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output for --list-devices and --dry-run.")]
+        = False,
+) -> None:
+    """Measure solo, co-located and data-parallel training throughput into the throughput table.
+
+    Example:
+
+        rota profile --device-types cpu --scale tiny --out data/throughputs_cpu_tiny.csv
+    """
+    try:
+        _profile(out, device_types, models, batch_sizes, pairs, scale_factors, scale, budget, warmup_steps,
+                 window, target_spread, timeout, cpu_threads, gpt_size, resume, dry_run, list_devices,
+                 json_output)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _profile(out, device_types, models, batch_sizes, pairs, scale_factors, scale, budget, warmup_steps,
+             window, target_spread, timeout, cpu_threads, gpt_size, resume, dry_run, list_devices,
+             json_output) -> None:
+    console = Console(highlight=False)
+    if list_devices:
+        found = _pick_devices(device_types)
+        if json_output:
+            typer.echo(json.dumps([{"worker_type": d.worker_type, "backend": d.backend, "indices": list(d.indices),
+                                    "max_scale_factor": d.max_processes, "memory_bytes": d.memory_bytes,
+                                    "device_name": d.device_name} for d in found], indent=2))
+        else:
+            console.print(device_table(found))
+            if not devices_mod.torch_available():
+                console.print("torch is not installed: only the CPU is listed (pip install 'rota[profiler]')")
+        return
+
+    if scale not in SCALES:
+        raise InputError(f"must be one of {', '.join(SCALES)}, got {scale!r}", field="--scale")
+    from models.registry import GPT_SIZES
+
+    if gpt_size not in GPT_SIZES:
+        raise InputError(f"must be one of {', '.join(GPT_SIZES)}, got {gpt_size!r}", field="--gpt-size")
+    if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise InputError("the table must be .csv or .parquet", path=out, field="--out")
+    timing = _timing(budget, warmup_steps, window, target_spread)
+    selection = Selection(models=tuple(split_list(models)) or None,
+                          batch_sizes=parse_ints(batch_sizes, "--batch-sizes"),
+                          pairs=parse_pairs(pairs),
+                          scale_factors=parse_ints(scale_factors, "--scale-factors") or (1,),
+                          gpt_size=gpt_size)
+    found = _pick_devices(device_types)
+    tasks = build_plan(found, selection)
+    if not tasks:
+        raise InputError("nothing to measure with this selection", field="--models")
+    try:
+        present = read_statuses(out) if resume else {}
+    except Exception as exc:  # unreadable table: say which file
+        raise InputError(f"cannot read: {str(exc).splitlines()[0]}", path=out) from None
+    skipped = {i for i, t in enumerate(tasks) if present and all(k in present for k in t.row_keys())}
+
+    if dry_run:
+        if json_output:
+            typer.echo(json.dumps({"measurements": [{"mode": t.mode, "worker_type": t.device.worker_type,
+                                                     "jobs": [j.label for j in t.jobs],
+                                                     "scale_factor": t.scale_factor, "skip": i in skipped}
+                                                    for i, t in enumerate(tasks)],
+                                   "estimate_s": sum(t.estimate_s(budget) for i, t in enumerate(tasks)
+                                                     if i not in skipped)}, indent=2))
+        else:
+            print_plan(console, tasks, skipped, budget)
+        return
+    if not devices_mod.torch_available():
+        raise InputError("torch is not installed; install the profiler extra: pip install 'rota[profiler]'")
+
+    options = RunOptions(out=out, timing=timing, scale=scale, resume=resume, timeout_s=timeout,
+                         cpu_threads=cpu_threads)
+    counts: Counter = Counter()
+    try:
+        with ProfileProgress(console, len(tasks)) as progress:
+            def done(outcome):
+                counts[outcome.status] += 1
+                progress.finished(outcome)
+
+            run_plan(tasks, options, on_start=progress.started, on_done=done)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {out} keeps every finished measurement; "
+                      f"rerun the same command with --resume to continue")
+        raise typer.Exit(130) from None
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    console.print(f"done: {len(tasks)} measurements ({summary}) → {out}")

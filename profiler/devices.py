@@ -1,0 +1,111 @@
+"""Device discovery: every CUDA device grouped into a worker type by its
+normalised model name, plus the host CPU as worker type "cpu".
+
+CUDA is queried in a short child interpreter so the profiler's parent process
+never creates a CUDA context (its memory would count against the device).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+_VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro"}
+# Packaging and memory-technology words do not change what the planner cares about.
+_FORM_FACTOR = re.compile(r"^(sxm\d*|pcie|hbm\d*e?|nvl|dgx|smx\d*)$")
+
+
+def normalise_name(name: str) -> str:
+    """'NVIDIA H200' → 'h200', 'NVIDIA A100-SXM4-80GB' → 'a100-80gb', 'Tesla V100-SXM2-16GB' → 'v100-16gb'."""
+    tokens = [t for t in re.split(r"[\s_\-]+", name.strip().lower()) if t]
+    kept = [t for t in tokens if t not in _VENDOR_WORDS and not _FORM_FACTOR.match(t)]
+    slug = "-".join(re.sub(r"[^a-z0-9.]+", "", t) for t in kept)
+    return slug.strip("-") or "gpu"
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    """One worker type on this host: its devices and how to address them."""
+
+    worker_type: str              # "h200", "cpu"
+    backend: str                  # "cuda" | "cpu"
+    indices: tuple[int, ...]      # CUDA ordinals; (0,) for the CPU
+    device_name: str              # full model name(s), kept in provenance
+    memory_bytes: int | None = None
+    cores: int | None = None      # CPU only
+
+    @property
+    def count(self) -> int:
+        return len(self.indices)
+
+    @property
+    def max_processes(self) -> int:
+        """Largest data-parallel scale factor: one process per GPU; on the CPU one per core."""
+        return self.count if self.backend == "cuda" else max(1, self.cores or 1)
+
+    def device(self, rank: int = 0) -> str:
+        return f"cuda:{self.indices[rank]}" if self.backend == "cuda" else "cpu"
+
+
+def cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_device() -> DeviceType:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return DeviceType("cpu", "cpu", (0,), f"{cpu_model_name()} ({cores} cores)", cores=cores)
+
+
+_CUDA_QUERY = """
+import json, torch
+out = []
+if torch.cuda.is_available():
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        out.append({"index": i, "name": p.name, "memory": p.total_memory})
+print(json.dumps(out))
+"""
+
+
+def query_cuda(timeout_s: float = 120.0) -> list[dict]:
+    """[{index, name, memory}] for every visible CUDA device; [] without torch or CUDA."""
+    if importlib.util.find_spec("torch") is None:
+        return []
+    try:
+        done = subprocess.run([sys.executable, "-c", _CUDA_QUERY], capture_output=True, text=True,
+                              timeout=timeout_s, check=True)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.SubprocessError, ValueError, IndexError):
+        return []
+
+
+def group_cuda(devices: list[dict]) -> list[DeviceType]:
+    groups: dict[str, list[dict]] = {}
+    for d in devices:
+        groups.setdefault(normalise_name(d["name"]), []).append(d)
+    return [DeviceType(worker_type, "cuda", tuple(d["index"] for d in members),
+                       "; ".join(sorted({d["name"] for d in members})),
+                       memory_bytes=min(d["memory"] for d in members))
+            for worker_type, members in sorted(groups.items())]
+
+
+def discover(include_cuda: bool = True) -> list[DeviceType]:
+    """All worker types on this host, GPUs first, the CPU last."""
+    found = group_cuda(query_cuda()) if include_cuda else []
+    return [*found, cpu_device()]
+
+
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None

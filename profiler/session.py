@@ -1,0 +1,145 @@
+"""Run a plan: one task at a time, each finished measurement appended to the
+table at once (atomic rewrite), so a run killed at any moment loses at most the
+measurement in flight; `resume` skips tasks whose rows are already there.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import pandas as pd
+
+from planner.table import append_rows
+from profiler.coordination import HARD_STOP_FACTOR
+from profiler.plan import Key, Task
+from profiler.processes import run_group
+from profiler.rows import Provenance, failure_rows, rows_for
+from profiler.timing import TimingConfig
+from profiler.worker import WorkerJob
+
+STARTUP_ALLOWANCE_S = 300.0  # imports, build and warm-up of a large model, before timing starts
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    out: Path
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    scale: str = "full"
+    resume: bool = False
+    timeout_s: float | None = None       # per task; default: allowance + 3 x budget
+    cpu_threads: int | None = None       # threads for one process alone on the CPU
+
+    def task_timeout_s(self) -> float:
+        return self.timeout_s or STARTUP_ALLOWANCE_S + HARD_STOP_FACTOR * self.timing.budget_s
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    task: Task
+    status: str            # ok | oom | failed | skipped
+    rows: list[dict]
+    message: str = ""
+    seconds: float = 0.0
+
+
+def _records(path: Path) -> list[dict]:
+    if path.suffix.lower() == ".csv":
+        return pd.read_csv(path, dtype=str, keep_default_na=False).to_dict(orient="records")
+    import pyarrow.parquet as pq
+
+    return [{k: "" if v is None else v for k, v in rec.items()} for rec in pq.read_table(path).to_pylist()]
+
+
+def _int_or_none(value) -> int | None:
+    text = str(value).strip()
+    return None if text == "" else int(float(text))
+
+
+def read_statuses(path: Path) -> dict[Key, str]:
+    """Row key → status for a table being written (no cross-row checks: it may be partial)."""
+    if not path.exists():
+        return {}
+    out: dict[Key, str] = {}
+    for rec in _records(path):
+        key = (str(rec["worker_type"]).strip(), str(rec["model"]).strip(),
+               _int_or_none(rec.get("batch_size", "")), _int_or_none(rec.get("scale_factor", "")) or 1,
+               str(rec.get("partner_model", "")).strip() or None, _int_or_none(rec.get("partner_batch_size", "")))
+        out[key] = str(rec.get("status", "")).strip().lower() or "ok"
+    return out
+
+
+def _threads(task: Task, options: RunOptions) -> int | None:
+    if task.device.backend != "cpu":
+        return None
+    cores = options.cpu_threads or task.device.cores or 1
+    return max(1, cores // task.processes)  # processes sharing the CPU split its cores
+
+
+def worker_jobs(task: Task, options: RunOptions) -> list[WorkerJob]:
+    threads = _threads(task, options)
+    if task.is_pair:
+        return [WorkerJob(j.spec.builder, j.batch_size, task.device.device(0), options.timing,
+                          options.scale, dict(j.spec.options), threads,
+                          barrier_timeout_s=options.task_timeout_s()) for j in task.jobs]
+    (job,) = task.jobs
+    return [WorkerJob(job.spec.builder, job.batch_size, task.device.device(rank), options.timing,
+                      options.scale, dict(job.spec.options), threads,
+                      barrier_timeout_s=options.task_timeout_s())
+            for rank in range(task.scale_factor)]
+
+
+def _solo_status(task: Task, statuses: dict[Key, str]) -> str | None:
+    """For a pair: 'oom'/'failed' if a member cannot run alone here, so the pair need not run."""
+    bad = []
+    for job in task.jobs:
+        s = statuses.get((task.device.worker_type, job.model, job.batch_size, 1, None, None))
+        if s is not None and s not in ("ok", "estimated"):
+            bad.append(s)
+    if not bad:
+        return None
+    return "oom" if "oom" in bad else "failed"
+
+
+def run_task(task: Task, options: RunOptions, statuses: dict[Key, str]) -> TaskOutcome:
+    prov = Provenance.here(task.device, options.scale)
+    began = time.monotonic()
+    if task.is_pair:
+        inherited = _solo_status(task, statuses)
+        if inherited:
+            rows = failure_rows(task, inherited, prov)
+            return TaskOutcome(task, inherited, rows, "a member cannot run alone here", 0.0)
+    log_dir = tempfile.mkdtemp(prefix="rota-profile-")
+    try:
+        results = run_group(worker_jobs(task, options), task.mode, options.task_timeout_s(), log_dir)
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    rows = rows_for(task, results, prov)
+    status = rows[0]["status"]
+    message = "; ".join(r.message for r in results if r.status != "ok" and r.message)
+    return TaskOutcome(task, status, rows, message, time.monotonic() - began)
+
+
+def run_plan(tasks: Sequence[Task], options: RunOptions,
+             on_start: Callable[[Task], None] | None = None,
+             on_done: Callable[[TaskOutcome], None] | None = None) -> list[TaskOutcome]:
+    """Measure every task in order; KeyboardInterrupt propagates with the table intact."""
+    statuses = read_statuses(options.out)
+    outcomes = []
+    for task in tasks:
+        if options.resume and all(k in statuses for k in task.row_keys()):
+            outcome = TaskOutcome(task, "skipped", [])
+        else:
+            if on_start:
+                on_start(task)
+            outcome = run_task(task, options, statuses)
+            append_rows(options.out, outcome.rows)
+            for row, key in zip(outcome.rows, task.row_keys()):
+                statuses[key] = row["status"]
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+    return outcomes

@@ -1,0 +1,163 @@
+"""The measuring side: runs in a fresh spawned process per measurement.
+
+A fresh process per measurement isolates crashes and OOMs, gives each run its
+own peak-memory reading, and keeps CUDA out of the parent. The worker builds the
+workload, wraps it in DistributedDataParallel for data-parallel runs, times it
+with `profiler.timing.measure` and sends one `WorkerResult` back over a pipe.
+
+Peak memory: on CUDA, `torch.cuda.max_memory_allocated` (tensors only, after a
+reset at start). On CPU, the process's peak resident set size
+(`resource.getrusage(RUSAGE_SELF).ru_maxrss`) minus its resident size just
+before the workload is built (/proc/self/statm), i.e. what the model, optimizer
+state, batch and activations added on top of the interpreter and torch's own
+libraries. It counts pages, not tensors, so it is an approximation; compare CPU
+numbers with each other, not with CUDA ones.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Mapping
+
+from models.spec import BuildContext, load_builder
+from profiler.timing import CudaEventClock, HostClock, Solo, TimingConfig, measure
+
+
+@dataclass(frozen=True)
+class WorkerJob:
+    builder: str
+    batch_size: int | None
+    device: str                            # "cpu" or "cuda:<index>"
+    timing: TimingConfig
+    scale: str = "full"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    threads: int | None = None             # CPU threads for this process
+    rank: int = 0
+    world_size: int = 1
+    dist_init: str | None = None           # init_method for data-parallel runs
+    parent_pid: int = 0
+    log_path: str | None = None
+    barrier_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class WorkerResult:
+    status: str                            # ok | oom | failed
+    message: str = ""
+    steps_per_s: float = 0.0
+    n_steps: int = 0
+    step_time_median_s: float | None = None
+    step_time_iqr_s: float | None = None
+    samples_per_step: int = 0
+    peak_memory_bytes: int | None = None
+    stop_reason: str = ""
+    windows: int = 0
+
+
+def classify_failure(exc: BaseException) -> str:
+    """'oom' for any out-of-memory flavour (CUDA, CPU allocator, MemoryError)."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return "oom"
+    text = str(exc).lower()
+    return "oom" if ("out of memory" in text or "can't allocate memory" in text) else "failed"
+
+
+def cpu_peak_rss_bytes() -> int:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB
+
+
+def cpu_current_rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0  # no /proc: report the whole peak
+
+
+def worker_main(job: WorkerJob, conn, barrier=None, pair_state=None) -> None:
+    """Process entry point. Never raises: every outcome becomes a WorkerResult."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and stops us
+    if job.log_path:
+        log = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+    try:
+        result = _run(job, barrier, pair_state)
+    except BaseException as exc:  # noqa: BLE001 - reported, not raised
+        traceback.print_exc()
+        result = WorkerResult(status=classify_failure(exc), message=f"{type(exc).__name__}: {exc}"[:500])
+    try:
+        conn.send(result)
+    except (BrokenPipeError, OSError):
+        pass  # parent gone
+    finally:
+        conn.close()
+
+
+def _coordinator(job: WorkerJob, barrier, pair_state, device):
+    if pair_state is not None:
+        from profiler.coordination import PairCoordinator
+
+        return PairCoordinator(job.rank, barrier, pair_state, job.timing.budget_s, job.barrier_timeout_s)
+    if job.world_size > 1:
+        from profiler.coordination import DistributedCoordinator
+
+        return DistributedCoordinator(device)
+    return Solo()
+
+
+def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
+    builder = load_builder(job.builder)  # imports torch for real workloads, not for fakes
+    torch = sys.modules.get("torch")
+    cuda = job.device.startswith("cuda")
+    if torch is not None:
+        if job.threads:
+            torch.set_num_threads(job.threads)
+        torch.manual_seed(0)
+    if cuda:
+        torch.cuda.set_device(torch.device(job.device))
+        torch.backends.cudnn.benchmark = True
+        torch.cuda.reset_peak_memory_stats()
+    baseline = 0 if cuda else cpu_current_rss_bytes()
+    distributed = job.world_size > 1
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group("nccl" if cuda else "gloo", init_method=job.dist_init, rank=job.rank,
+                                world_size=job.world_size, timeout=timedelta(seconds=job.barrier_timeout_s))
+    try:
+        built = builder(BuildContext(job.batch_size, job.device, job.scale, dict(job.options)))
+        model = built.model
+        if distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            model = DistributedDataParallel(model, device_ids=[torch.device(job.device).index] if cuda else None)
+        batch = built.make_batch()  # built once and reused: input-pipeline cost is not measured
+
+        def step():
+            built.train_step(model, batch)
+
+        clock = CudaEventClock(job.device) if cuda else HostClock()
+        parent = job.parent_pid
+        m = measure(step, job.timing, clock, _coordinator(job, barrier, pair_state, job.device),
+                    abort=lambda: bool(parent) and os.getppid() != parent)
+        peak = torch.cuda.max_memory_allocated() if cuda else max(0, cpu_peak_rss_bytes() - baseline)
+    finally:
+        if distributed:
+            torch.distributed.destroy_process_group()
+    if m.n_steps == 0:
+        return WorkerResult(status="failed", message="no timed window completed while all sides ran",
+                            stop_reason=m.stop_reason)
+    return WorkerResult(status="ok", steps_per_s=m.steps_per_s, n_steps=m.n_steps,
+                        step_time_median_s=m.median, step_time_iqr_s=m.iqr,
+                        samples_per_step=built.samples_per_step, peak_memory_bytes=int(peak),
+                        stop_reason=m.stop_reason, windows=len(m.window_steps))
+
+
+__all__ = ["WorkerJob", "WorkerResult", "classify_failure", "worker_main"]
