@@ -1,0 +1,89 @@
+"""Simulation metrics (spec §6.4): JCT statistics, utilisation, lease extensions, rho.
+
+Pure functions over plain numbers so they can be checked by hand; the
+simulator feeds them from the engine's state.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from planner.engine import JobOutcome, RoundRecord
+
+PERCENTILES = (50, 90, 99)
+
+
+def distribution(values: Iterable[float], prefix: str = "") -> dict[str, float | int | None]:
+    """Count, mean, p50/p90/p99 (linear interpolation), min and max; None when empty."""
+    data = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    keys = ["n", "mean"] + [f"p{p}" for p in PERCENTILES] + ["min", "max"]
+    if data.size == 0:
+        return {f"{prefix}{k}": (0 if k == "n" else None) for k in keys}
+    stats = {"n": int(data.size), "mean": float(data.mean())}
+    for p, v in zip(PERCENTILES, np.percentile(data, PERCENTILES)):
+        stats[f"p{p}"] = float(v)
+    stats["min"], stats["max"] = float(data.min()), float(data.max())
+    return {f"{prefix}{k}": v for k, v in stats.items()}
+
+
+def utilisation(busy_gpu_s: Mapping[str, float], capacity: Mapping[str, int], elapsed_s: float) -> dict[str, float]:
+    """Busy GPU-seconds over available GPU-seconds since t = 0, per worker type and 'all'.
+
+    Gavel divides by the time since the GPUs joined (t = 0), so warm-up and
+    tail count too (spec §6.4).
+    """
+    out: dict[str, float] = {}
+    if elapsed_s <= 0:
+        return {w: 0.0 for w in capacity} | {"all": 0.0}
+    for w, n in capacity.items():
+        out[w] = busy_gpu_s.get(w, 0.0) / (n * elapsed_s)
+    total = sum(capacity.values())
+    out["all"] = sum(busy_gpu_s.get(w, 0.0) for w in capacity) / (total * elapsed_s)
+    return out
+
+
+def _active_at(jobs: Sequence[str], outcomes: Mapping[str, JobOutcome], t: float) -> bool:
+    return any(outcomes[j].finish_s is None or outcomes[j].finish_s > t + 1e-9 for j in jobs)
+
+
+@dataclass
+class LeaseCounter:
+    """Gavel's lease-extension statistic (spec §5.5).
+
+    At every scheduling pass, each entry of the previous round that still has
+    an active member is an opportunity; it is an extension when the entry is
+    placed on exactly the same GPUs again. Feed rounds in order, right after
+    each is executed (completions of that round are then known).
+    """
+
+    opportunities: int = 0
+    extensions: int = 0
+    _previous: RoundRecord | None = None
+
+    def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
+        prev = self._previous
+        if prev is not None:
+            self.opportunities += sum(_active_at(p.jobs, outcomes, prev.end_s) for p in prev.placements)
+            # A jump (nothing ran in between) empties the previous assignment: no extension.
+            if abs(record.start_s - prev.end_s) <= 1e-9:
+                before = {p.jobs: (p.worker_type, frozenset(p.gpus)) for p in prev.placements}
+                self.extensions += sum(before.get(p.jobs) == (p.worker_type, frozenset(p.gpus))
+                                       for p in record.placements)
+        self._previous = record
+
+    @property
+    def rate(self) -> float | None:
+        return None if self.opportunities == 0 else self.extensions / self.opportunities
+
+
+def rho(jct: Mapping[str, float], reference_jct: Mapping[str, float]) -> dict[str, float]:
+    """Finish-time fairness rho_i = JCT_i / JCT_i under the reference (isolated) run.
+
+    Jobs are matched by id: both runs replay the same trace. (Gavel's plots
+    matched them by sorting on job duration.)
+    """
+    return {j: jct[j] / reference_jct[j] for j in jct
+            if j in reference_jct and reference_jct[j] and reference_jct[j] > 0}

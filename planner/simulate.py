@@ -1,0 +1,339 @@
+"""Simulation: the round engine driven by a trace with arrivals (spec §5.6b, §6).
+
+There is no second mechanism: `run_simulation` feeds jobs into
+`planner.engine.Engine` (lazily, for endless generated traces), steps it
+round by round, and measures. A run ends when every job of the measurement
+window has finished (Gavel's jobs [s, e) of a continuous trace), when a
+finite trace is done, or when the load is found to exceed what the cluster
+can serve ("saturated").
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterator
+
+from planner.cluster import Cluster, cluster_from_dict
+from planner.engine import Engine, EngineConfig
+from planner.errors import InputError
+from planner.jobs import Job
+from planner.metrics import LeaseCounter, distribution, rho, utilisation
+from planner.policies import make_policy
+from planner.table import ThroughputTable
+from planner.trace import JobGenerator
+
+GAVEL_TYPE_ORDER = ("v100", "p100", "k80")  # Gavel's hard-coded visiting order (spec §5.4)
+GAVEL_RESOLVE_INTERVAL_S = 1920.0
+OFFERED_LOAD_SAMPLE = 2000
+
+
+def gavel_shuffles(policy: str) -> bool:
+    """Gavel shuffles the worker-type order each round for policies whose internal
+    name has neither 'Perf' nor 'Packing' (spec §3.1): the agnostic ones."""
+    return not ("perf" in policy or "packed" in policy or policy.startswith("allox") or policy == "gandiva")
+
+
+def parse_cluster(text: str) -> Cluster:
+    """'36:36:36' (Gavel's -c: v100:p100:k80) or 'v100=4,k80=8'; one node per type."""
+    text = text.strip()
+    if "=" in text:
+        types = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, _, count = part.partition("=")
+            types[name.strip()] = _count(count, text)
+    else:
+        counts = [_count(c, text) for c in text.split(":")]
+        if len(counts) != 3:
+            raise InputError(f"expected V100:P100:K80 GPU counts like 36:36:36, got {text!r}", field="--cluster")
+        types = {w: n for w, n in zip(GAVEL_TYPE_ORDER, counts) if n > 0}
+    if not types:
+        raise InputError(f"no GPUs in {text!r}", field="--cluster")
+    return cluster_from_dict({"worker_types": types}, path="--cluster")
+
+
+def _count(raw: str, text: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InputError(f"bad GPU count {raw.strip()!r} in {text!r}", field="--cluster") from None
+    if value < 0:
+        raise InputError(f"GPU counts must not be negative in {text!r}", field="--cluster")
+    return value
+
+
+# --------------------------------------------------------------------------- inputs
+
+@dataclass
+class SimulationConfig:
+    policy: str = "max_min_fairness_perf"
+    round_s: float = 360.0
+    gavel_compat: bool = False
+    seed: int = 0
+    window: tuple[int, int] | None = None   # jobs [start, end) in arrival order; None: all
+    resolve_interval_s: float | None = None  # None: 1920 s with gavel_compat, else 0
+    solver_method: str = "ipm"
+    aggregate: bool = True
+    max_active_jobs: int | None = None      # saturated beyond this many jobs in the system
+    max_time_s: float | None = None         # saturated when the window is unfinished by then
+
+    def engine_config(self, policy_perf_aware: bool) -> EngineConfig:
+        if self.gavel_compat:
+            order = "shuffle" if gavel_shuffles(self.policy) else "fastest"
+            return EngineConfig(round_s=self.round_s, min_resolve_interval_s=self.resolve_interval,
+                                visit_order=order, seed=self.seed, type_order=GAVEL_TYPE_ORDER,
+                                keep_rounds=False, gavel_compat=True)
+        return EngineConfig(round_s=self.round_s, min_resolve_interval_s=self.resolve_interval,
+                            visit_order="gavel", seed=self.seed, keep_rounds=False)
+
+    @property
+    def resolve_interval(self) -> float:
+        if self.resolve_interval_s is not None:
+            return self.resolve_interval_s
+        return GAVEL_RESOLVE_INTERVAL_S if self.gavel_compat else 0.0
+
+
+@dataclass
+class Workload:
+    """A finite job list (trace, static) or an endless generator (continuous)."""
+
+    jobs: list[Job] | None = None
+    generator: JobGenerator | None = None
+    num_jobs: int | None = None          # generated traces: stop generating after this many
+    description: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if (self.jobs is None) == (self.generator is None):
+            raise ValueError("a workload is either a job list or a generator")
+        if self.jobs is not None:
+            self.jobs = sorted(self.jobs, key=lambda j: j.arrival_s)
+
+    @property
+    def finite(self) -> bool:
+        return self.jobs is not None or self.num_jobs is not None
+
+    def stream(self) -> Iterator[Job]:
+        if self.jobs is not None:
+            return iter(self.jobs)
+        source = iter(self.generator)
+        return itertools.islice(source, self.num_jobs) if self.num_jobs is not None else source
+
+    def durations(self) -> dict[str, float]:
+        return dict(self.generator.durations) if self.generator is not None else {}
+
+
+class _Feed:
+    """Engine source: every job up to time t, plus the next later one (for idle jumps)."""
+
+    def __init__(self, jobs: Iterator[Job]):
+        self._jobs = jobs
+        self._next: Job | None = next(self._jobs, None)
+        self._last: Job | None = None
+
+    def __call__(self, t: float | None) -> list[Job]:
+        if self._next is None:
+            return []
+        limit = self._next.arrival_s if t is None else t
+        out = []
+        while self._next is not None and (self._last is None or self._last.arrival_s <= limit):
+            self._last = self._next
+            out.append(self._last)
+            self._next = next(self._jobs, None)
+        return out
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass
+class SimulationResult:
+    status: str                   # "ok" or "saturated"
+    reason: str | None
+    metrics: dict
+    jobs: list[dict]              # one row per job that arrived
+    config: dict
+    workload: dict
+
+
+def job_demand_gpu_s(job: Job, table: ThroughputTable, cluster: Cluster) -> float:
+    """GPU-seconds the job needs at the least: alone on its fastest type that fits it."""
+    rates = [table.solo(w, job.job_type) for w in cluster.names if cluster.capacity(w) >= job.scale_factor]
+    best = max(rates, default=0.0)
+    return math.inf if best <= 0 else job.remaining_steps / best * job.scale_factor
+
+
+def offered_load(jobs: list[Job], rate_per_hour: float, table: ThroughputTable, cluster: Cluster) -> float:
+    """Arrival rate x mean minimum GPU-time per job, over the cluster's GPU count.
+
+    At or above 1 no policy can keep up; policies that use GPUs less well
+    saturate below it (found while simulating).
+    """
+    if not jobs or rate_per_hour <= 0:
+        return 0.0
+    mean = sum(job_demand_gpu_s(j, table, cluster) for j in jobs) / len(jobs)
+    return rate_per_hour / 3600.0 * mean / cluster.total_gpus
+
+
+def _window(config: SimulationConfig, workload: Workload) -> tuple[int, int | None]:
+    if config.window is None:
+        if not workload.finite:
+            raise InputError("an endless generated trace needs a measurement window (--window START:END) "
+                             "or a number of jobs", field="--window")
+        return 0, None
+    start, end = config.window
+    if not 0 <= start < end:
+        raise InputError(f"window must be START:END with 0 <= START < END, got {start}:{end}", field="--window")
+    total = len(workload.jobs) if workload.jobs is not None else workload.num_jobs
+    if total is not None and end > total:
+        raise InputError(f"window end {end} is beyond the trace's {total} jobs", field="--window")
+    return start, end
+
+
+Progress = Callable[[float, int, int, int], None]  # (simulated s, window jobs done, window size, active)
+
+
+def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
+                   config: SimulationConfig, *, progress: Progress | None = None,
+                   reference_jct: dict[str, float] | None = None) -> SimulationResult:
+    """Simulate; `reference_jct` (job id -> JCT under `isolated`) adds the rho metrics."""
+    missing = [w for w in cluster.names if w not in table.worker_types]
+    if missing:
+        raise InputError(f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
+                         path=table.path, field="worker_type")
+    if not config.round_s > 0:
+        raise InputError(f"round length must be positive, got {config.round_s}", field="--round-length")
+    start, end = _window(config, workload)
+    policy = make_policy(config.policy, method=config.solver_method, aggregate=config.aggregate,
+                         seed=config.seed, gavel_compat=config.gavel_compat)
+    engine_config = config.engine_config(policy.perf_aware)
+    feed = _Feed(workload.stream())
+    engine = Engine(table, cluster, policy, engine_config, source=feed)
+    started = time.perf_counter()
+
+    status, reason = "ok", None
+    max_active = config.max_active_jobs or max(200, 10 * cluster.total_gpus)
+    leases = LeaseCounter()
+    window_ids = None if end is None else {str(i) for i in range(start, end)}
+    done_in_window = 0
+    window_size = (end - start) if end is not None else None
+    last_report = 0.0
+    window_arrivals: list[tuple[float, int]] = []  # (time, jobs in system) at window start / end arrivals
+    limit_s = config.max_time_s
+
+    def in_window(job_id: str) -> bool:
+        return window_ids is None or job_id in window_ids
+
+    while True:
+        record = engine.step()
+        if record is None:
+            break
+        leases.add(record, engine.outcomes)
+        for jid in record.planned_steps:
+            out = engine.outcomes[jid]
+            if out.finish_s is not None and out.finish_s <= record.end_s and in_window(jid):
+                done_in_window += 1
+        if window_size is None:
+            window_size = _window_total(workload, start)
+        if window_size is not None and done_in_window >= window_size:
+            break
+        now = engine.t
+        active = len(engine.active)
+        if end is not None and len(window_arrivals) < 2:
+            index = end - 1 if window_arrivals else start
+            out = engine.outcomes.get(str(index))
+            if out is not None and out.job.arrival_s <= now:
+                window_arrivals.append((now, active))
+                if len(window_arrivals) == 2 and limit_s is None:
+                    limit_s = now + _drain_allowance(engine, window_ids, table, cluster)
+        if active > max_active:
+            status, reason = "saturated", f"{active} jobs in the system (more than {max_active})"
+            break
+        if len(window_arrivals) == 2 and window_arrivals[1][1] - window_arrivals[0][1] > 0.5 * (end - start):
+            grew = window_arrivals[1][1] - window_arrivals[0][1]
+            status, reason = "saturated", (f"jobs in the system grew by {grew} while the window's "
+                                           f"{end - start} jobs arrived")
+            break
+        if limit_s is not None and now > limit_s:
+            status, reason = "saturated", f"window unfinished at {now / 3600:.0f} h (limit {limit_s / 3600:.0f} h)"
+            break
+        if progress is not None:
+            wall = time.perf_counter()
+            if wall - last_report > 0.2:
+                last_report = wall
+                progress(now, done_in_window, window_size or 0, active)
+    wall_s = time.perf_counter() - started
+    if progress is not None:
+        progress(engine.t or 0.0, done_in_window, window_size or 0, len(engine.active))
+
+    end_time = engine.t or 0.0
+    durations = workload.durations()
+    rows = _job_rows(engine, in_window, durations, end_time)
+    window_jct = {r["job_id"]: r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None}
+    capacity = {w: cluster.capacity(w) for w in cluster.names}
+    solves = [s for s in engine.solves if s.job_ids]
+    metrics = {
+        "jct_s": distribution(window_jct.values()),
+        "makespan_s": end_time,
+        "utilisation": utilisation(engine.busy, capacity, end_time),
+        "lease_extension_rate": leases.rate,
+        "lease_extensions": leases.extensions,
+        "lease_opportunities": leases.opportunities,
+        "resolves": len(solves),
+        "solver_s": sum(s.allocation.build_s + s.allocation.solve_s for s in solves),
+        "rounds": engine.n_rounds,
+        "jobs_arrived": len(rows),
+        "jobs_finished": sum(r["finish_s"] is not None for r in rows),
+        "window": [start, end if end is not None else start + (window_size or 0)],
+        "window_finished": done_in_window,
+        "wall_s": wall_s,
+        "jobs_per_wall_s": (sum(r["finish_s"] is not None for r in rows) / wall_s) if wall_s > 0 else None,
+    }
+    low = [r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None and r["priority_weight"] == 1.0]
+    high = [r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None and r["priority_weight"] != 1.0]
+    if high:
+        metrics["jct_low_priority_s"] = distribution(low)
+        metrics["jct_high_priority_s"] = distribution(high)
+    if reference_jct is not None:
+        ratios = rho(window_jct, reference_jct)
+        for r in rows:
+            r["rho"] = ratios.get(r["job_id"])
+        metrics["rho"] = distribution(ratios.values())
+        metrics["rho_above_1"] = (sum(v > 1 for v in ratios.values()) / len(ratios)) if ratios else None
+    cfg = asdict(config)
+    cfg["resolve_interval_s"] = config.resolve_interval
+    cfg["engine"] = {k: v for k, v in asdict(engine_config).items()}
+    return SimulationResult(status, reason, metrics, rows, cfg, workload.description)
+
+
+def _window_total(workload: Workload, start: int) -> int | None:
+    if workload.jobs is not None:
+        return len(workload.jobs) - start
+    if workload.num_jobs is not None:
+        return workload.num_jobs - start
+    return None
+
+
+def _drain_allowance(engine: Engine, window_ids, table, cluster) -> float:
+    """Time the window may take after its last arrival: 50x its longest job alone, at least 30 days."""
+    longest = max((job_demand_gpu_s(engine.outcomes[j].job, table, cluster) / engine.outcomes[j].job.scale_factor
+                   for j in window_ids if j in engine.outcomes), default=0.0)
+    return max(50.0 * longest, 30 * 86400.0)
+
+
+JOB_COLUMNS = ["job_id", "model", "batch_size", "scale_factor", "priority_weight", "arrival_s", "total_steps",
+               "duration_s", "steps_done", "finish_s", "jct_s", "in_window", "rho"]
+
+
+def _job_rows(engine: Engine, in_window, durations: dict[str, float], end_time: float) -> list[dict]:
+    rows = []
+    for jid, out in engine.outcomes.items():
+        job = out.job
+        if job.arrival_s > end_time:
+            continue  # submitted as the next arrival, never admitted
+        jt = job.job_type
+        rows.append({"job_id": jid, "model": jt.model, "batch_size": jt.batch_size, "scale_factor": jt.scale_factor,
+                     "priority_weight": job.priority_weight, "arrival_s": job.arrival_s,
+                     "total_steps": job.total_steps, "duration_s": durations.get(jid),
+                     "steps_done": out.steps_done, "finish_s": out.finish_s, "jct_s": out.jct_s,
+                     "in_window": in_window(jid), "rho": None})
+    return rows
