@@ -85,6 +85,10 @@ def next_round(table: ThroughputTable, cluster: Cluster, *, state: dict | None =
         if jobs:
             notes += submit_new(engine, jobs, strict=False)
     loaded = time.perf_counter()
+    if progress is not None and progress.round is not None and progress.round != base - 1:
+        expected = f"round {base - 1}" if base else "no round (nothing was planned yet)"
+        raise InputError(f"reports progress of round {progress.round}, but the last planned round is {expected}; "
+                         "was this progress applied already?", path=progress_path, field="round")
     if progress is not None:
         notes += apply_progress(engine, progress, cluster=cluster, cancelled=cancelled, path=progress_path)
         if progress.new_jobs:

@@ -354,6 +354,7 @@ class Progress:
     """What the launcher saw since the last call."""
 
     time_s: float | None = None        # the round boundary now (default: end of the planned round)
+    round: int | None = None           # the round these reports are for (checked: the last planned one)
     jobs: dict[str, JobProgress] = field(default_factory=dict)
     new_jobs: list[dict] = field(default_factory=list)   # job-list records (same columns)
     cancelled: list[str] = field(default_factory=list)
@@ -406,10 +407,13 @@ def progress_from_dict(data: Any, path: object = "<progress>") -> Progress:
     if data.get("format", PROGRESS_FORMAT) != PROGRESS_FORMAT:
         raise InputError(f"unsupported format {data.get('format')!r} (expected {PROGRESS_FORMAT})",
                          path=path, field="format")
-    unknown = set(data) - {"format", "time_s", "jobs", "new_jobs", "cancelled"}
+    unknown = set(data) - {"format", "round", "time_s", "jobs", "new_jobs", "cancelled"}
     if unknown:
-        raise InputError("unknown key (expected format, time_s, jobs, new_jobs, cancelled)", path=path,
+        raise InputError("unknown key (expected format, round, time_s, jobs, new_jobs, cancelled)", path=path,
                          field=sorted(unknown)[0])
+    rnd = data.get("round")
+    if rnd is not None and (isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0):
+        raise InputError(f"expected a round index, got {rnd!r}", path=path, field="round")
     time_s = data.get("time_s")
     time_s = None if time_s is None else _float(time_s, path=path, row=None, name="time_s")
     raw_jobs = data.get("jobs", [])
@@ -429,7 +433,7 @@ def progress_from_dict(data: Any, path: object = "<progress>") -> Progress:
     cancelled = data.get("cancelled", [])
     if not isinstance(cancelled, list):
         raise InputError("expected a list of job ids", path=path, field="cancelled")
-    return Progress(time_s, jobs, list(new_jobs), [str(c) for c in cancelled])
+    return Progress(time_s, rnd, jobs, list(new_jobs), [str(c) for c in cancelled])
 
 
 def read_progress(path: str | os.PathLike) -> Progress:

@@ -1,0 +1,342 @@
+"""What every export needs: the schedule, its cluster, each job's command, and
+the launch wrapper that holds the checkpoint/resume contract.
+
+Contract (docs/launchers.md): a job runs for one round at most. `grace_s`
+before the round ends it receives SIGTERM and must write a checkpoint and
+exit; at the round's end whatever still runs is killed. The next round that
+lists the job starts its command again, and the job resumes from its latest
+checkpoint. Each process sees ROTA_* variables saying what the round expects.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from planner.atomic import write_text_atomic
+from planner.cluster import Cluster, read_cluster
+from planner.errors import InputError
+from planner.schedule_check import SCHEDULE_FORMAT, Violation, check_schedule
+from planner.table import JobType, ThroughputTable
+
+DEFAULT_GRACE_S = 60
+
+
+@dataclass
+class ExportContext:
+    schedule: dict
+    schedule_path: Path
+    cluster: Cluster
+    commands: dict[str, str]                     # job id -> command line
+    table: ThroughputTable | None = None
+    job_types: dict[str, JobType] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # checks the validator could not run
+
+    @property
+    def round_s(self) -> float:
+        return float(self.schedule["round_s"])
+
+    def violations(self) -> list[Violation]:
+        return check_schedule(self.schedule, self.cluster, table=self.table,
+                              job_types=self.job_types if self.table is not None else None)
+
+
+# --------------------------------------------------------------------------- loading
+
+def read_schedule(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"cannot parse: {exc}", path=path) from None
+    if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else None
+        raise InputError(f"unsupported format {found!r} (expected {SCHEDULE_FORMAT})", path=path, field="format")
+    for key in ("rounds", "jobs", "round_s"):
+        if key not in data:
+            raise InputError("is required", path=path, field=key)
+    return data
+
+
+def input_path(schedule: dict, name: str, schedule_path: Path, override: Path | None) -> Path | None:
+    """The input file `name` the schedule was made from: as written, else next to the schedule."""
+    if override is not None:
+        if not Path(override).exists():
+            raise InputError("file not found", path=override)
+        return Path(override)
+    entry = (schedule.get("inputs") or {}).get(name) or {}
+    raw = entry.get("path") if isinstance(entry, dict) else None
+    if not raw:
+        return None
+    for candidate in (Path(raw), schedule_path.parent / raw, schedule_path.parent / Path(raw).name):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def read_job_records(path: Path) -> dict[str, dict[str, Any]]:
+    """The job list as raw rows by job id (works with or without a `command` column)."""
+    try:
+        if path.suffix.lower() == ".json":
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                data = data.get("jobs")
+            if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+                raise InputError("expected a list of job objects", path=path)
+            rows = data
+        else:
+            import pandas as pd
+
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+            frame.columns = [str(c).strip() for c in frame.columns]
+            rows = frame.to_dict(orient="records")
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+    out = {}
+    for row, rec in enumerate(rows, start=1):
+        jid = str(rec.get("job_id", "")).strip()
+        if not jid:
+            raise InputError("is required", path=path, row=row, field="job_id")
+        out[jid] = {**rec, "_row": row}
+    return out
+
+
+def _blank(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip()) or (
+        isinstance(value, float) and value != value)
+
+
+def _job_type(info: dict) -> JobType | None:
+    if _blank(info.get("model")):
+        return None
+    bs = info.get("batch_size")
+    try:
+        bs = None if _blank(bs) else int(float(bs))
+        scale = int(float(info.get("scale_factor") or 1))
+    except (TypeError, ValueError):
+        return None
+    return JobType(str(info["model"]).strip(), bs, scale)
+
+
+def scheduled_jobs(schedule: dict) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in schedule.get("rounds", []):
+        for a in r.get("assignments", []):
+            seen.update(dict.fromkeys(a.get("jobs", [])))
+    return list(seen)
+
+
+def load_context(schedule_path: str | os.PathLike, *, cluster: Path | None = None, jobs: Path | None = None,
+                 table: Path | None = None, default_command: str | None = None,
+                 need_commands: bool = True, need_table: bool = False) -> ExportContext:
+    """Read a schedule plus the inputs it names (overridable), and each job's command:
+    from the schedule's job entries, else the job list's `command` column, else
+    `default_command`."""
+    schedule_path = Path(schedule_path)
+    schedule = read_schedule(schedule_path)
+    cluster_path = input_path(schedule, "cluster", schedule_path, cluster)
+    if cluster_path is None:
+        raise InputError("the cluster spec it names is not found; give it with --cluster", path=schedule_path,
+                         field="inputs.cluster")
+    spec = read_cluster(cluster_path)
+    skipped = []
+    table_path = input_path(schedule, "table", schedule_path, table)
+    thr = None
+    if table_path is not None:
+        from planner.table import read_table
+
+        thr = read_table(table_path)
+    elif need_table:
+        raise InputError("the throughput table it names is not found; give it with --table", path=schedule_path,
+                         field="inputs.table")
+    else:
+        skipped.append("throughput and pair checks (no table)")
+    jobs_path = input_path(schedule, "jobs", schedule_path, jobs)
+    records = read_job_records(jobs_path) if jobs_path is not None else {}
+    entries = schedule.get("jobs") or {}
+    types: dict[str, JobType] = {}
+    commands: dict[str, str] = {}
+    for jid in entries:
+        info = entries[jid] if isinstance(entries[jid], dict) else {}
+        rec = records.get(jid, {})
+        jt = _job_type(info) or _job_type(rec)
+        if jt is not None:
+            types[jid] = jt
+        command = info.get("command")
+        if _blank(command):
+            command = rec.get("command")
+        if not _blank(command):
+            commands[jid] = str(command).strip()
+    if thr is not None and any(j not in types for j in scheduled_jobs(schedule)):
+        skipped.append("throughput checks of jobs whose model is unknown (no job list)")
+    if need_commands:
+        for jid in scheduled_jobs(schedule):
+            if jid in commands:
+                continue
+            if default_command is not None:
+                commands[jid] = default_command
+                continue
+            where = jobs_path if jobs_path is not None else schedule_path
+            row = records.get(jid, {}).get("_row")
+            raise InputError(f"no command for job {jid!r}: add a 'command' column to the job list, or give "
+                             "--default-command", path=where, row=row, field="command")
+    return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped)
+
+
+def require_valid(context: ExportContext) -> None:
+    problems = context.violations()
+    if problems:
+        shown = "; ".join(str(v) for v in problems[:3])
+        more = f" (and {len(problems) - 3} more; see 'rota schedule validate')" if len(problems) > 3 else ""
+        raise InputError(f"invalid schedule: {shown}{more}", path=context.schedule_path)
+
+
+# --------------------------------------------------------------------------- per-job facts
+
+def round_dir(index: int) -> str:
+    return f"round-{index:04d}"
+
+
+def gpus_by_node(assignment: dict) -> list[tuple[str, list[int]]]:
+    """[(node, [gpu indices])] in placement order."""
+    out: dict[str, list[int]] = {}
+    for g in assignment["gpus"]:
+        out.setdefault(g["node"], []).append(int(g["gpu"]))
+    return list(out.items())
+
+
+def job_env(schedule: dict, rnd: dict, assignment: dict, jid: str, *, grace_s: float,
+            progress_dir: str | None = None) -> dict[str, str]:
+    """What a job's process is told about its round (all strings)."""
+    others = [o for o in assignment["jobs"] if o != jid]
+    info = schedule["jobs"].get(jid, {})
+    env = {
+        "ROTA_JOB_ID": jid,
+        "ROTA_ROUND": str(rnd["index"]),
+        "ROTA_ROUND_S": f"{float(schedule['round_s']):g}",
+        "ROTA_GRACE_S": f"{grace_s:g}",
+        "ROTA_PLANNED_STEPS": str(assignment["planned_steps"][jid]),
+        "ROTA_TOTAL_STEPS": f"{float(info.get('total_steps', 0)):g}",
+        "ROTA_WORKER_TYPE": assignment["worker_type"],
+        "ROTA_NODES": ",".join(n for n, _ in gpus_by_node(assignment)),
+        "ROTA_NUM_GPUS": str(len(assignment["gpus"])),
+        "ROTA_GPUS": ",".join(f"{g['node']}:{g['gpu']}" for g in assignment["gpus"]),
+        "ROTA_CO_LOCATED_WITH": ",".join(others),
+    }
+    if progress_dir:
+        env["ROTA_PROGRESS_FILE"] = f"{progress_dir.rstrip('/')}/{jid}.json"
+    return env
+
+
+def launch_script(commands: list[tuple[str, dict[str, str]]]) -> str:
+    """POSIX sh that starts each (command, env) in the background, forwards SIGTERM /
+    SIGUSR1 / SIGINT to them as SIGTERM, waits for all, and exits with the first failure."""
+    lines = ['pids=""',
+             'stop() { for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done; }',
+             "trap stop TERM USR1 INT"]
+    for command, env in commands:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        lines.append(f"( export {exports}; exec /bin/sh -c {shlex.quote(command)} ) &")
+        lines.append('pids="$pids $!"')
+    lines += ["status=0",
+              "for p in $pids; do",
+              "  while :; do",
+              '    wait "$p"; rc=$?',
+              # wait returns early when a trapped signal arrives: wait again until it exited
+              '    kill -0 "$p" 2>/dev/null || break',
+              "  done",
+              '  [ "$status" -ne 0 ] || status=$rc',
+              "done",
+              'exit "$status"']
+    return "\n".join(lines) + "\n"
+
+
+def commands_of(context: ExportContext, rnd: dict, assignment: dict, *, grace_s: float,
+                progress_dir: str | None = None, extra_env: dict[str, str] | None = None
+                ) -> list[tuple[str, dict[str, str]]]:
+    return [(context.commands[jid], {**job_env(context.schedule, rnd, assignment, jid, grace_s=grace_s,
+                                                progress_dir=progress_dir), **(extra_env or {})})
+            for jid in assignment["jobs"]]
+
+
+def grace_for(round_s: float, grace_s: float) -> int:
+    """The signal must come inside the round: at most half of it."""
+    return int(max(1, min(grace_s, round_s // 2)))
+
+
+def parse_map(pairs: list[str] | dict[str, str] | None, what: str) -> dict[str, str]:
+    """WORKER_TYPE=VALUE options (repeatable) as a dict."""
+    if isinstance(pairs, dict):
+        return dict(pairs)
+    out = {}
+    for item in pairs or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise InputError(f"expected WORKER_TYPE=VALUE, got {item!r}", field=what)
+        out[key.strip()] = value.strip()
+    return out
+
+
+# --------------------------------------------------------------------------- names and files
+
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
+_DNS_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+def file_name(label: str) -> str:
+    safe = _FILE_UNSAFE.sub("_", label).strip("._") or "job"
+    return safe if safe == label else f"{safe}-{_digest(label)}"
+
+
+def dns_name(text: str, limit: int = 52) -> str:
+    """A DNS-1123 label (lowercase, digits, '-'), unique for distinct inputs."""
+    safe = _DNS_UNSAFE.sub("-", text.lower()).strip("-")
+    safe = re.sub("-{2,}", "-", safe) or "job"
+    if safe == text and len(safe) <= limit:
+        return safe
+    head = safe[: limit - 7].rstrip("-")
+    return f"{head}-{_digest(text)}"
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:6]
+
+
+def assignment_label(assignment: dict) -> str:
+    return "+".join(assignment["jobs"])
+
+
+def write_files(out_dir: Path, files: dict[str, str], executable: Iterable[str] = ()) -> list[Path]:
+    """Write each relative path atomically; return the paths in the order given."""
+    executable = set(executable)
+    written = []
+    for rel, text in files.items():
+        target = out_dir / rel
+        write_text_atomic(target, text)
+        mode = 0o755 if rel in executable else 0o644
+        os.chmod(target, mode)
+        written.append(target)
+    return written
+
+
+def header(context: ExportContext, what: str, comment: str = "#") -> str:
+    lines = [f"rota export: {what}",
+             f"from {context.schedule_path.name} ({SCHEDULE_FORMAT}, policy "
+             f"{context.schedule.get('policy', {}).get('name', '?')}, round length {context.round_s:g} s)",
+             "Contract: SIGTERM ROTA_GRACE_S seconds before the round ends -> write a checkpoint and exit;",
+             "the next round that lists the job restarts its command, which resumes from that checkpoint."]
+    return "\n".join(f"{comment} {line}" for line in lines) + "\n"
+
+
+def is_executable(path: Path) -> bool:
+    return bool(path.stat().st_mode & stat.S_IXUSR)

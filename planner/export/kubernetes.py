@@ -1,0 +1,369 @@
+"""Kubernetes export: one manifest per assignment per round, gang-scheduled.
+
+Pods are pinned with `nodeSelector` on the GPU-product label (key configurable,
+default `nvidia.com/gpu.product`; value per worker type, default its name) and
+on `kubernetes.io/hostname` (the plan's node), and ask for their GPUs in
+`resources.limits`. A pod lives at most one round: `activeDeadlineSeconds`
+ends it `grace` seconds before the round's end, with SIGTERM and
+`terminationGracePeriodSeconds` = grace to checkpoint.
+
+Gangs (one pod per node of the placement, so per-node GPU counts are exact):
+- volcano: a `batch.volcano.sh/v1alpha1` Job, one task per node, `minAvailable`
+  = all pods, `schedulerName: volcano`, optional queue;
+- kueue: a suspended `batch/v1` Job labelled `kueue.x-k8s.io/queue-name` (one
+  node), or a `jobset.x-k8s.io/v1alpha2` JobSet with one replicated Job per node
+  (Kueue admits all of it or nothing).
+
+`check_manifest` is an offline structural check of every field emitted here
+(types, required fields, DNS names, label syntax, unknown fields rejected).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from planner.errors import InputError
+from planner.export.common import (DEFAULT_GRACE_S, ExportContext, assignment_label, commands_of, dns_name,
+                                   gpus_by_node, grace_for, header, launch_script, parse_map, require_valid,
+                                   round_dir, write_files)
+
+DEFAULT_LABEL_KEY = "nvidia.com/gpu.product"
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+DEFAULT_IMAGE = "rota-workload:latest"
+GANGS = ("volcano", "kueue")
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the launch scripts) as readable literal blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str):
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def to_yaml(doc: dict) -> str:
+    return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000)
+
+
+def _labels(rnd: dict, name: str) -> dict[str, str]:
+    return {"app.kubernetes.io/managed-by": "rota", "rota/round": str(rnd["index"]), "rota/assignment": name}
+
+
+def _pod_template(context: ExportContext, rnd: dict, a: dict, *, node: str, n_gpus: int, rank: int,
+                  n_nodes: int, labels: dict, image: str, label_key: str, product: str, gpu_resource: str,
+                  grace: int, pin_nodes: bool, scheduler: str | None, progress_dir: str | None) -> dict:
+    env = {"ROTA_NODE_RANK": str(rank), "ROTA_NUM_NODES": str(n_nodes)}
+    script = launch_script(commands_of(context, rnd, a, grace_s=grace, progress_dir=progress_dir, extra_env=env))
+    selector = {label_key: product}
+    if pin_nodes:
+        selector["kubernetes.io/hostname"] = node
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": max(1, math.ceil(context.round_s) - grace),
+        "terminationGracePeriodSeconds": grace,
+        "nodeSelector": selector,
+        "containers": [{
+            "name": "job",
+            "image": image,
+            "command": ["/bin/sh", "-c", script],
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "resources": {"limits": {gpu_resource: n_gpus}},
+        }],
+    }
+    if scheduler:
+        spec = {"schedulerName": scheduler, **spec}
+    return {"metadata": {"labels": dict(labels)}, "spec": spec}
+
+
+def manifest(context: ExportContext, rnd: dict, a: dict, *, gang: str, queue: str | None, namespace: str | None,
+             image: str, label_key: str, products: dict[str, str], gpu_resource: str, grace: int,
+             pin_nodes: bool, progress_dir: str | None) -> dict:
+    label = assignment_label(a)
+    name = dns_name(f"rota-r{rnd['index']:04d}-{label}")
+    labels = _labels(rnd, name)
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(labels)
+    meta["annotations"] = {"rota/jobs": ",".join(a["jobs"]), "rota/worker-type": a["worker_type"],
+                           "rota/planned-steps": json.dumps(a["planned_steps"], sort_keys=True),
+                           "rota/gpus": ",".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"])}
+    nodes = gpus_by_node(a)
+    product = products.get(a["worker_type"], a["worker_type"])
+    pods = [_pod_template(context, rnd, a, node=node, n_gpus=len(gpus), rank=k, n_nodes=len(nodes), labels=labels,
+                          image=image, label_key=label_key, product=product, gpu_resource=gpu_resource, grace=grace,
+                          pin_nodes=pin_nodes, scheduler=None, progress_dir=progress_dir)
+            for k, (node, gpus) in enumerate(nodes)]
+    if gang == "volcano":
+        spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": len(pods), "maxRetry": 1}
+        if queue:
+            spec["queue"] = queue
+        spec["tasks"] = [{"name": f"node{k}", "replicas": 1, "template": pod} for k, pod in enumerate(pods)]
+        return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec}
+    meta["labels"][QUEUE_LABEL] = queue or "default"
+    if len(pods) == 1:
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
+                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0,
+                         "template": pods[0]}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+            "spec": {"suspend": True, "replicatedJobs": [
+                {"name": f"node{k}", "replicas": 1,
+                 "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pod}}}
+                for k, pod in enumerate(pods)]}}
+
+
+DRIVER = """#!/bin/bash
+{header}# Usage: ./driver.sh              every round below, in order
+#        ./driver.sh round-0003   one round (what the next-round loop runs)
+# A round's manifests are applied together; the pods end themselves (activeDeadlineSeconds) and
+# after ROUND_S seconds the round's objects are deleted before the next round is applied.
+set -euo pipefail
+cd "$(dirname "$0")"
+ROUND_S={round_s}
+ROUNDS=({rounds})
+{namespace_line}
+run_round() {{
+  local dir=$1
+  ls "$dir"/*.yaml >/dev/null 2>&1 || return 0
+  kubectl apply $NS -f "$dir"
+  sleep "$ROUND_S"
+  kubectl delete $NS -f "$dir" --ignore-not-found --wait=true
+}}
+
+if [ "$#" -gt 0 ]; then
+  for dir in "$@"; do run_round "$dir"; done
+else
+  for dir in "${{ROUNDS[@]}}"; do run_round "$dir"; done
+fi
+"""
+
+
+def export_kubernetes(context: ExportContext, out_dir: Path, *, gang: str = "volcano", queue: str | None = None,
+                      namespace: str | None = None, image: str = DEFAULT_IMAGE,
+                      label_key: str = DEFAULT_LABEL_KEY, gpu_product: list[str] | dict | None = None,
+                      gpu_resource: str = DEFAULT_GPU_RESOURCE, grace_s: float = DEFAULT_GRACE_S,
+                      pin_nodes: bool = True, progress_dir: str | None = None, **_ignored) -> list[Path]:
+    if gang not in GANGS:
+        raise InputError(f"unknown gang scheduler {gang!r}; use one of {', '.join(GANGS)}", field="--gang")
+    if not _LABEL_KEY.match(label_key):
+        raise InputError(f"{label_key!r} is not a valid label key", field="--label-key")
+    products = parse_map(gpu_product, "--gpu-product")
+    unknown = set(products) - set(context.cluster.names)
+    if unknown:
+        raise InputError(f"worker type {sorted(unknown)[0]!r} is not in the cluster", field="--gpu-product")
+    require_valid(context)
+    grace = grace_for(context.round_s, grace_s)
+    files: dict[str, str] = {}
+    rounds = []
+    for rnd in context.schedule["rounds"]:
+        rounds.append(round_dir(rnd["index"]))
+        for a in rnd["assignments"]:
+            doc = manifest(context, rnd, a, gang=gang, queue=queue, namespace=namespace, image=image,
+                           label_key=label_key, products=products, gpu_resource=gpu_resource, grace=grace,
+                           pin_nodes=pin_nodes, progress_dir=progress_dir)
+            problems = check_manifest(doc)
+            if problems:  # a bad option value (e.g. a product label value) surfaces here
+                raise InputError(f"{doc['metadata']['name']}: {problems[0]}", field="manifest")
+            rel = f"{round_dir(rnd['index'])}/{doc['metadata']['name']}.yaml"
+            files[rel] = header(context, f"round {rnd['index']}, {assignment_label(a)}") + \
+                to_yaml(doc)
+    ns = f'NS="--namespace {namespace}"' if namespace else 'NS=""'
+    files["driver.sh"] = DRIVER.format(header=header(context, "Kubernetes driver"), round_s=math.ceil(context.round_s),
+                                       rounds=" ".join(rounds), namespace_line=ns)
+    return write_files(out_dir, files, executable=["driver.sh"])
+
+
+# --------------------------------------------------------------------------- offline structural check
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mun]|e[0-9]+)?$")
+
+
+class _Checker:
+    def __init__(self):
+        self.problems: list[str] = []
+
+    def fail(self, where: str, message: str) -> None:
+        self.problems.append(f"{where}: {message}")
+
+    def fields(self, obj: Any, where: str, allowed: dict[str, bool]) -> bool:
+        """`allowed`: field -> required. False when obj is not a mapping."""
+        if not isinstance(obj, dict):
+            self.fail(where, "expected a mapping")
+            return False
+        for key in obj:
+            if key not in allowed:
+                self.fail(f"{where}.{key}", "unknown field")
+        for key, required in allowed.items():
+            if required and key not in obj:
+                self.fail(f"{where}.{key}", "required field missing")
+        return True
+
+    def integer(self, obj: dict, key: str, where: str, minimum: int = 0) -> None:
+        if key in obj:
+            v = obj[key]
+            if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+                self.fail(f"{where}.{key}", f"expected an integer >= {minimum}, got {v!r}")
+
+    def string(self, obj: dict, key: str, where: str, pattern: re.Pattern | None = None, limit: int = 0) -> None:
+        if key in obj:
+            v = obj[key]
+            if not isinstance(v, str) or not v:
+                self.fail(f"{where}.{key}", f"expected a non-empty string, got {v!r}")
+            elif pattern is not None and not pattern.match(v):
+                self.fail(f"{where}.{key}", f"{v!r} is not valid")
+            elif limit and len(v) > limit:
+                self.fail(f"{where}.{key}", f"longer than {limit} characters")
+
+    def boolean(self, obj: dict, key: str, where: str) -> None:
+        if key in obj and not isinstance(obj[key], bool):
+            self.fail(f"{where}.{key}", f"expected true or false, got {obj[key]!r}")
+
+    def label_map(self, obj: dict, key: str, where: str, values: bool = True) -> None:
+        if key not in obj:
+            return
+        m = obj[key]
+        if not isinstance(m, dict):
+            self.fail(f"{where}.{key}", "expected a mapping")
+            return
+        for k, v in m.items():
+            if not isinstance(k, str) or not _LABEL_KEY.match(k):
+                self.fail(f"{where}.{key}", f"invalid key {k!r}")
+            if not isinstance(v, str):
+                self.fail(f"{where}.{key}.{k}", f"values must be strings, got {v!r}")
+            elif values and not _LABEL_VALUE.match(v):
+                self.fail(f"{where}.{key}.{k}", f"invalid label value {v!r}")
+
+    # objects -------------------------------------------------------------
+    def metadata(self, meta: Any, where: str, top: bool) -> None:
+        allowed = {"name": top, "namespace": False, "labels": False, "annotations": False}
+        if not self.fields(meta, where, allowed):
+            return
+        self.string(meta, "name", where, _DNS_LABEL, 63)
+        self.string(meta, "namespace", where, _DNS_LABEL, 63)
+        self.label_map(meta, "labels", where)
+        self.label_map(meta, "annotations", where, values=False)
+
+    def pod_template(self, tpl: Any, where: str, restart: tuple[str, ...]) -> None:
+        if not self.fields(tpl, where, {"metadata": False, "spec": True}):
+            return
+        if "metadata" in tpl:
+            self.metadata(tpl["metadata"], f"{where}.metadata", top=False)
+        spec, w = tpl.get("spec"), f"{where}.spec"
+        if not self.fields(spec, w, {"schedulerName": False, "restartPolicy": False, "activeDeadlineSeconds": False,
+                                     "terminationGracePeriodSeconds": False, "nodeSelector": False,
+                                     "containers": True}):
+            return
+        if spec.get("restartPolicy", "Always") not in restart:
+            self.fail(f"{w}.restartPolicy", f"must be one of {', '.join(restart)}")
+        self.string(spec, "schedulerName", w)
+        self.integer(spec, "activeDeadlineSeconds", w, 1)
+        self.integer(spec, "terminationGracePeriodSeconds", w, 0)
+        self.label_map(spec, "nodeSelector", w)
+        containers = spec.get("containers")
+        if not isinstance(containers, list) or not containers:
+            self.fail(f"{w}.containers", "expected a non-empty list")
+            return
+        for k, c in enumerate(containers):
+            self.container(c, f"{w}.containers[{k}]")
+
+    def container(self, c: Any, where: str) -> None:
+        if not self.fields(c, where, {"name": True, "image": True, "command": False, "args": False, "env": False,
+                                      "resources": False}):
+            return
+        self.string(c, "name", where, _DNS_LABEL, 63)
+        self.string(c, "image", where)
+        for key in ("command", "args"):
+            if key in c and (not isinstance(c[key], list) or not all(isinstance(s, str) for s in c[key])):
+                self.fail(f"{where}.{key}", "expected a list of strings")
+        for k, e in enumerate(c.get("env", [])):
+            if self.fields(e, f"{where}.env[{k}]", {"name": True, "value": False}):
+                self.string(e, "name", f"{where}.env[{k}]", _ENV_NAME)
+                if "value" in e and not isinstance(e["value"], str):
+                    self.fail(f"{where}.env[{k}].value", f"expected a string, got {e['value']!r}")
+        res = c.get("resources")
+        if res is not None and self.fields(res, f"{where}.resources", {"limits": False, "requests": False}):
+            for kind in ("limits", "requests"):
+                for name, q in (res.get(kind) or {}).items():
+                    ok = (isinstance(q, int) and not isinstance(q, bool) and q >= 0) or \
+                         (isinstance(q, str) and _QUANTITY.match(q))
+                    if not isinstance(name, str) or not _LABEL_KEY.match(name):
+                        self.fail(f"{where}.resources.{kind}", f"invalid resource name {name!r}")
+                    if not ok:
+                        self.fail(f"{where}.resources.{kind}.{name}", f"invalid quantity {q!r}")
+
+    def job_spec(self, spec: Any, where: str) -> None:
+        if not self.fields(spec, where, {"suspend": False, "parallelism": False, "completions": False,
+                                         "backoffLimit": False, "activeDeadlineSeconds": False,
+                                         "ttlSecondsAfterFinished": False, "template": True}):
+            return
+        self.boolean(spec, "suspend", where)
+        for key in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
+            self.integer(spec, key, where)
+        self.integer(spec, "activeDeadlineSeconds", where, 1)
+        if "template" in spec:
+            self.pod_template(spec["template"], f"{where}.template", ("Never", "OnFailure"))
+
+
+def check_manifest(doc: Any) -> list[str]:
+    """Problems with one manifest (empty = it has the shape the API server accepts)."""
+    c = _Checker()
+    if not c.fields(doc, "$", {"apiVersion": True, "kind": True, "metadata": True, "spec": True}):
+        return c.problems
+    kind = (doc.get("apiVersion"), doc.get("kind"))
+    c.metadata(doc.get("metadata"), "metadata", top=True)
+    spec = doc.get("spec")
+    if kind == ("batch/v1", "Job"):
+        c.job_spec(spec, "spec")
+    elif kind == ("batch.volcano.sh/v1alpha1", "Job"):
+        if c.fields(spec, "spec", {"schedulerName": False, "minAvailable": True, "queue": False,
+                                   "maxRetry": False, "tasks": True}):
+            c.string(spec, "schedulerName", "spec")
+            c.string(spec, "queue", "spec")
+            c.integer(spec, "minAvailable", "spec", 1)
+            c.integer(spec, "maxRetry", "spec")
+            tasks = spec.get("tasks")
+            if not isinstance(tasks, list) or not tasks:
+                c.fail("spec.tasks", "expected a non-empty list")
+            else:
+                replicas = 0
+                for k, t in enumerate(tasks):
+                    w = f"spec.tasks[{k}]"
+                    if c.fields(t, w, {"name": True, "replicas": True, "template": True}):
+                        c.string(t, "name", w, _DNS_LABEL, 63)
+                        c.integer(t, "replicas", w, 1)
+                        replicas += t.get("replicas", 0) if isinstance(t.get("replicas"), int) else 0
+                        c.pod_template(t.get("template"), f"{w}.template", ("Never", "OnFailure"))
+                if isinstance(spec.get("minAvailable"), int) and spec["minAvailable"] > replicas:
+                    c.fail("spec.minAvailable", f"{spec['minAvailable']} is more than the {replicas} pods")
+    elif kind == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
+        if c.fields(spec, "spec", {"suspend": False, "replicatedJobs": True}):
+            c.boolean(spec, "suspend", "spec")
+            jobs = spec.get("replicatedJobs")
+            if not isinstance(jobs, list) or not jobs:
+                c.fail("spec.replicatedJobs", "expected a non-empty list")
+            else:
+                for k, rj in enumerate(jobs):
+                    w = f"spec.replicatedJobs[{k}]"
+                    if c.fields(rj, w, {"name": True, "replicas": True, "template": True}):
+                        c.string(rj, "name", w, _DNS_LABEL, 63)
+                        c.integer(rj, "replicas", w, 1)
+                        if c.fields(rj.get("template"), f"{w}.template", {"spec": True}):
+                            c.job_spec(rj["template"].get("spec"), f"{w}.template.spec")
+    else:
+        c.fail("$", f"unsupported apiVersion/kind {kind[0]}/{kind[1]}")
+    return c.problems
