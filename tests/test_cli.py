@@ -46,8 +46,10 @@ def test_plan_demo_writes_valid_schedule(tmp_path):
         len(a["gpus"]) for a in schedule["rounds"][0]["assignments"])
 
 
-@pytest.mark.parametrize("policy", ["max_min_fairness", "fifo", "fifo_perf", "isolated",
-                                    "proportional", "max_sum_throughput_perf"])
+from planner.policies import POLICY_NAMES  # noqa: E402
+
+
+@pytest.mark.parametrize("policy", [p for p in POLICY_NAMES if p != "allox"])
 def test_plan_every_policy(tmp_path, policy):
     result, out = plan(tmp_path, "--policy", policy, "--rounds", "3", "--json")
     assert result.exit_code == 0, result.output
@@ -119,3 +121,23 @@ def test_policies_and_help():
                     ["table", "export-gavel"], ["table", "merge"], ["policies"]):
         result = runner.invoke(app, [*command, "--help"])
         assert result.exit_code == 0 and "Example" in result.output, command
+
+
+def test_allox_needs_single_gpu_jobs(tmp_path):
+    result, out = plan(tmp_path, "--policy", "allox")
+    assert result.exit_code == 2 and "single-GPU" in result.output and not out.exists()
+    jobs = tmp_path / "single.csv"
+    jobs.write_text("job_id,model,batch_size,total_steps\na,ResNet-18,64,20000\nb,LM,20,90000\nc,A3C,,3000\n")
+    result = runner.invoke(app, ["plan", "--table", str(DATA / "throughputs.csv"), "--jobs", str(jobs),
+                                 "--cluster", str(DATA / "cluster.yaml"), "--policy", "allox",
+                                 "--out", str(tmp_path / "a.json")])
+    assert result.exit_code == 0, result.output
+
+
+def test_plan_multi_level_fairness(tmp_path):
+    result, out = plan(tmp_path, "--policy", "max_min_fairness_water_filling_perf", "--rounds", "2",
+                       "--entity-weights", "vision=2,nlp=1,ads=1,rl=1", "--entity-policy", "ads=fifo")
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["policy"]["options"]["entity_weights"]["vision"] == 2.0
+    result, _ = plan(tmp_path, "--policy", "max_min_fairness_water_filling_perf", "--entity-weights", "vision=2")
+    assert result.exit_code == 2 and "no weight" in result.output

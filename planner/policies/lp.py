@@ -128,6 +128,10 @@ class AllocationLP:
                    "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
         if method == "ipm":
             options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
+        if method == "choose":
+            # MILPs (water-filling): HiGHS 1.16's MIP presolve wrongly reported some of these
+            # small models infeasible; they are tiny, so skip presolve.
+            options = {"mip_rel_gap": 0.0, "presolve": "off"}
         solver.highs_options = options
         self._highs = (method, solver)
         return solver

@@ -56,7 +56,7 @@ class PackedLP(AllocationLP):
                         coef.append(own)
         self.pair_cells, self.pair_coef = cells, np.array(coef)
         self.job_types, self.mult = job_types, mult
-        model.z = pyo.Var(range(len(cells)), bounds=(0.0, 1.0))
+        model.paired = pyo.Var(range(len(cells)), bounds=(0.0, 1.0))
         by_row = defaultdict(list)
         by_type = defaultdict(list)
         for n, (c, j, partner) in enumerate(cells):
@@ -69,10 +69,10 @@ class PackedLP(AllocationLP):
             for c in range(k):
                 if by_row[c]:
                     own = [model.x[self.cell_of[(c, j)]] for j in range(m) if self.runnable[c, j]]
-                    model.packing.add(pyo.quicksum(own + [model.z[n] for n in by_row[c]]) <= 1.0)
+                    model.packing.add(pyo.quicksum(own + [model.paired[n] for n in by_row[c]]) <= 1.0)
                     model.time[self.time_row[c]].deactivate()
             for j in range(m):
-                pair_terms = [0.5 * float(mult[c] * scale[c]) * model.z[n]
+                pair_terms = [0.5 * float(mult[c] * scale[c]) * model.paired[n]
                               for n, (c, jj, _) in enumerate(cells) if jj == j]
                 if pair_terms:
                     solo = [float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
@@ -82,22 +82,22 @@ class PackedLP(AllocationLP):
             done = set()
             for (j, a, b), cells_ab in by_type.items():
                 if a == b:
-                    total = [float(mult[cells[n][0]]) * model.z[n] for n in cells_ab]
+                    total = [float(mult[cells[n][0]]) * model.paired[n] for n in cells_ab]
                     for n in cells_ab:
                         # this row's pairing time <= that of the other jobs of its type
-                        model.packing.add((1.0 + mult[cells[n][0]]) * model.z[n] - pyo.quicksum(total) <= 0.0)
+                        model.packing.add((1.0 + mult[cells[n][0]]) * model.paired[n] - pyo.quicksum(total) <= 0.0)
                     continue
                 if (j, b, a) in done:
                     continue
                 done.add((j, a, b))
                 mirror = by_type.get((j, b, a), [])
-                lhs = [float(mult[cells[n][0]]) * model.z[n] for n in cells_ab]
-                rhs = [-float(mult[cells[n][0]]) * model.z[n] for n in mirror]
+                lhs = [float(mult[cells[n][0]]) * model.paired[n] for n in cells_ab]
+                rhs = [-float(mult[cells[n][0]]) * model.paired[n] for n in mirror]
                 model.packing.add(pyo.quicksum(lhs + rhs) == 0.0)
             for (j, a, b), cells_ab in by_type.items():
                 if a != b and (j, b, a) not in by_type:
                     for n in cells_ab:  # partner type has no way back: no pairing
-                        model.z[n].fix(0.0)
+                        model.paired[n].fix(0.0)
 
     def throughput_expr(self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None,
                         per_type_shared: np.ndarray | None = None):
@@ -105,12 +105,12 @@ class PackedLP(AllocationLP):
         shared = solo if per_type_shared is None else per_type_shared
         terms = [float(self.throughput[c, j] * factor * solo[j]) * self.model.x[self.cell_of[(c, j)]]
                  for j in range(self.m) if self.runnable[c, j]]
-        terms += [float(self.pair_coef[n] * factor * shared[self.pair_cells[n][1]]) * self.model.z[n]
+        terms += [float(self.pair_coef[n] * factor * shared[self.pair_cells[n][1]]) * self.model.paired[n]
                   for n in self.pairs_of_row.get(c, [])]
         return pyo.quicksum(terms) if terms else 0.0
 
     def pair_values(self) -> np.ndarray:
-        return np.array([self.model.z[n].value or 0.0 for n in range(len(self.pair_cells))])
+        return np.array([self.model.paired[n].value or 0.0 for n in range(len(self.pair_cells))])
 
 
 def pair_allocation(lp: PackedLP, z: np.ndarray, class_index: np.ndarray, job_ids: list[str],

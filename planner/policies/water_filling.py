@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyomo.environ as pyo
 
-from planner.errors import InputError
+from planner.errors import InputError, SolverError
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.max_min_fairness import seen_throughput
 from planner.policies.space import build_space, read_allocation
@@ -28,7 +28,7 @@ from planner.problem import Problem
 
 SIGMA = 1.0001
 MAX_ITERATIONS = 200
-LEVEL_SLACK = 1e-6
+LEVEL_SLACK = 1e-5  # well below sigma - 1 = 1e-4, the resolution of the freeze test
 
 
 @dataclass
@@ -106,6 +106,7 @@ class WaterFilling:
         total_solve = 0.0
         iterations = 0
         big_m = None
+        stopped = None
         while iterations < MAX_ITERATIONS:
             iterations += 1
             weights = self._weights(problem, frozen)
@@ -127,7 +128,13 @@ class WaterFilling:
                 if active[i]:
                     k_i = problem.scale[i] / weights[i]
                     model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i]) * (1 - LEVEL_SLACK)))
-            x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
+            try:
+                x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
+            except SolverError as exc:
+                if last is None:
+                    raise
+                stopped = str(exc)  # spec §4.3.4: a failed LP keeps the previous allocation
+                break
             total_solve += solve_s
             last = (lp, classes, x)
             for c, i in enumerate(rep):
@@ -141,14 +148,18 @@ class WaterFilling:
             model.milp = pyo.ConstraintList()
             for c, i in enumerate(rep):
                 if active[i]:
-                    # grow = 1 => n >= σL;  grow = 0 => n <= σL. Gavel subtracts ε = 1e-5 in the
-                    # second row, which makes the MILP infeasible once levels drop below ε/(σ-1) = 0.1.
-                    model.milp.add(big_m * model.grow[c] >= levels[c] - SIGMA * level[i])
+                    # grow = 1 => n >= σL. Gavel also forces grow = 1 when n > σL - ε; maximising
+                    # Σ grow makes that row redundant, and dropping it keeps the MILP feasible
+                    # (all zeros) whatever the rounding of the LP levels.
                     model.milp.add(big_m * (1 - model.grow[c]) >= SIGMA * level[i] - levels[c])
                 else:
                     model.grow[c].fix(0)
-            _, _, solve_s = lp.solve(pyo.quicksum(model.grow[c] for c in range(classes.n)),
-                                     method="choose", policy=self.name)
+            try:
+                _, _, solve_s = lp.solve(pyo.quicksum(model.grow[c] for c in range(classes.n)),
+                                         method="choose", policy=self.name)
+            except SolverError as exc:
+                stopped = str(exc)
+                break
             total_solve += solve_s
             newly = 0
             for c, i in enumerate(rep):
@@ -159,7 +170,8 @@ class WaterFilling:
                 break
         lp, classes, x = last
         return read_allocation(lp, classes, problem, x, float(level.min()), total_solve, self.method,
-                               iterations=iterations, levels=level.tolist())
+                               iterations=iterations, levels=level.tolist(),
+                               **({"stopped_early": stopped} if stopped else {}))
 
 
 def _big_m(lp, norm_rep: np.ndarray) -> float:
