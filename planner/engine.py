@@ -122,6 +122,7 @@ class Engine:
         self.n_rounds = 0
         self.t: float | None = None
         self.source = source
+        self._rates: dict[Key, list[tuple[float, ...]]] = {}  # per entry, per type; throughputs never change
         self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
         self.submit(list(jobs))
@@ -138,6 +139,12 @@ class Engine:
 
     def rate(self, key: Key, j: int) -> tuple[float, ...]:
         """Steps/s of each member of `key` on type j; zeros where it cannot run."""
+        rates = self._rates.get(key)
+        if rates is None:
+            rates = self._rates[key] = [self._rate(key, jj) for jj in range(len(self.types))]
+        return rates[j]
+
+    def _rate(self, key: Key, j: int) -> tuple[float, ...]:
         w = self.types[j]
         members = [self.active[jid] for jid in key]
         if self.cluster.capacity(w) < members[0].scale_factor:
@@ -266,6 +273,7 @@ class Engine:
         del self.active[jid]
         for key in [k for k in self.mech.job_time if jid in k]:
             self.mech.remove(key)
+            self._rates.pop(key, None)
         self.need_update = True
         self.finished += 1
 

@@ -91,40 +91,50 @@ class RoundMechanism:
         self.worker_time[j] += elapsed
 
     # selection -----------------------------------------------------------
+    def _matrices(self, keys: Sequence[Key], runnable: Mapping[Key, np.ndarray]):
+        """(priority, deficit, allocation, runnable) as (entries, types) arrays, rows in `keys` order."""
+        n, m = len(keys), self.m
+        zero = np.zeros(m)
+        spent = np.array([self.job_time[k] for k in keys], dtype=float).reshape(n, m)
+        alloc = np.array([self.alloc.get(k, zero) for k in keys], dtype=float).reshape(n, m)
+        deficit = np.array([self.deficit[k] for k in keys], dtype=float).reshape(n, m)
+        ok = np.array([runnable[k] for k in keys], dtype=bool).reshape(n, m)
+        wt = np.broadcast_to(self.worker_time, (n, m))
+        share = np.divide(spent, wt, out=np.zeros((n, m)), where=wt > 0)
+        prio = np.where(share > 0, np.divide(alloc, share, out=np.zeros((n, m)), where=share > 0),
+                        alloc * UNSERVED_PRIORITY)
+        return np.where(ok, prio, 0.0), deficit, alloc, ok
+
     def priorities(self, runnable: Mapping[Key, np.ndarray]) -> dict[Key, np.ndarray]:
-        out = {}
-        for key, spent in self.job_time.items():
-            a = self.alloc.get(key, np.zeros(self.m))
-            share = np.divide(spent, self.worker_time, out=np.zeros(self.m), where=self.worker_time > 0)
-            prio = np.where(share > 0, np.divide(a, share, out=np.zeros(self.m), where=share > 0),
-                            a * UNSERVED_PRIORITY)
-            out[key] = np.where(runnable[key], prio, 0.0)
-        return out
+        keys = list(self.job_time)
+        prio = self._matrices(keys, runnable)[0]
+        return {k: prio[i] for i, k in enumerate(keys)}
 
     def select(self, order: Sequence[int], scale: Mapping[Key, int], runnable: Mapping[Key, np.ndarray],
                *, fifo: bool = False) -> list[tuple[Key, int]]:
         """Greedy fill (§5.4): per type in `order`, entries by (priority, deficit, allocation)."""
-        prio = self.priorities(runnable)
         keys = list(self.job_time)
-        queue = []
-        for j in order:
-            ranked = sorted(keys, key=lambda k: (prio[k][j], self.deficit[k][j],
-                                                 self.alloc.get(k, np.zeros(self.m))[j]), reverse=True)
-            # sorted(reverse=True) keeps insertion order among ties, as Gavel's stable sort does.
-            queue.extend((k, j) for k in ranked)
+        prio, deficit, alloc, ok = self._matrices(keys, runnable)
         free = self.cluster_capacity()
         taken: set[str] = set()
         chosen: list[tuple[Key, int]] = []
-        for key, j in queue:
-            if free[j] == 0 or any(member in taken for member in key) or not runnable[key][j]:
-                continue
-            if fifo and prio[key][j] <= 0:
-                continue
-            if scale[key] > free[j]:
-                continue  # smaller entries behind it may still backfill
-            chosen.append((key, j))
-            free[j] -= scale[key]
-            taken.update(key)
+        for j in order:
+            # Descending by (priority, deficit, allocation); the stable sort keeps insertion
+            # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
+            ranked = np.lexsort((-alloc[:, j], -deficit[:, j], -prio[:, j]))
+            for i in ranked.tolist():
+                if free[j] == 0:
+                    break  # every later entry of this type would be skipped too
+                key = keys[i]
+                if not ok[i, j] or any(member in taken for member in key):
+                    continue
+                if fifo and prio[i, j] <= 0:
+                    continue
+                if scale[key] > free[j]:
+                    continue  # smaller entries behind it may still backfill
+                chosen.append((key, j))
+                free[j] -= scale[key]
+                taken.update(key)
         return chosen
 
     def cluster_capacity(self) -> list[int]:
