@@ -205,6 +205,8 @@ AGGREGATED = ["max_min_fairness", "max_min_fairness_perf", "max_sum_throughput_p
 def test_class_aggregation_matches_per_job_optimum(problem, name):
     grouped = make_policy(name, aggregate=True).allocate(problem)
     single = make_policy(name, aggregate=False).allocate(problem)
-    assert grouped.objective == pytest.approx(single.objective, rel=1e-5, abs=1e-7)
+    # water-filling resolves levels to ~1e-5 (its freeze test works at sigma - 1 = 1e-4)
+    tolerance = 1e-4 if "water" in name else 1e-5
+    assert grouped.objective == pytest.approx(single.objective, rel=tolerance, abs=1e-7)
     if name.startswith("max_min_fairness_water"):
         assert grouped.info["levels"] == pytest.approx(single.info["levels"], rel=1e-4, abs=1e-6)

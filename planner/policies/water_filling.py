@@ -127,7 +127,7 @@ class WaterFilling:
                 model.extra.add(levels[c] >= float(level[i]) * (1 - LEVEL_SLACK))
                 if active[i]:
                     k_i = problem.scale[i] / weights[i]
-                    model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i]) * (1 - LEVEL_SLACK)))
+                    model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i])))
             try:
                 x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
             except SolverError as exc:
