@@ -51,9 +51,10 @@ def next_round(table: ThroughputTable, cluster: Cluster, *, state: dict | None =
                jobs: list[Job] | None = None, progress: Progress | None = None, policy: str | None = None,
                policy_options: dict | None = None, round_s: float | None = None, rounds: int = 1,
                inputs: dict | None = None, state_path: object = "<state>",
-               progress_path: object = "<progress>") -> NextRound:
+               progress_path: object = "<progress>", config: EngineConfig | None = None) -> NextRound:
     """Plan the next `rounds` rounds. `jobs` starts a fresh plan (no state) or, with a
-    state, adds the jobs it does not know yet; `policy` / `round_s` None keep the state's."""
+    state, adds the jobs it does not know yet; `policy` / `round_s` None keep the state's.
+    `config` is the engine configuration of a fresh plan (a state keeps its own)."""
     if rounds < 1:
         raise InputError(f"must be at least 1, got {rounds}", field="--rounds")
     started = time.perf_counter()
@@ -63,8 +64,11 @@ def next_round(table: ThroughputTable, cluster: Cluster, *, state: dict | None =
             raise InputError("no state yet: give the job list to start from", field="--jobs")
         name = policy or DEFAULT_POLICY
         options = dict(policy_options or {})
-        engine = Engine(table, cluster, make_policy_from(name, options), EngineConfig(round_s=round_s or 360.0),
-                        jobs)
+        if config is None:
+            config = EngineConfig(round_s=round_s or 360.0)
+        elif round_s is not None:
+            config = dataclasses.replace(config, round_s=round_s)
+        engine = Engine(table, cluster, make_policy_from(name, options), config, jobs)
         base, last_solve, cancelled = 0, None, set()
     else:
         saved_name = state.get("policy", {}).get("name", DEFAULT_POLICY)

@@ -41,7 +41,8 @@ PROGRESS_FORMAT = "rota.progress/v1"
 # tests/test_state.py fails when the engine grows an attribute in neither list.
 ENGINE_SAVED = ("pending", "active", "outcomes", "busy", "need_update", "order", "finished", "t",
                 "n_rounds", "_round_origin", "_shuffle", "mech")
-ENGINE_REBUILT = ("table", "cluster", "policy", "config", "types", "rounds", "solves", "source")
+ENGINE_REBUILT = ("table", "cluster", "policy", "config", "types", "rounds", "solves", "source",
+                  "_rates")  # _rates: a cache of table lookups
 
 
 # --------------------------------------------------------------------------- values
