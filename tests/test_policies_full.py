@@ -209,4 +209,4 @@ def test_class_aggregation_matches_per_job_optimum(problem, name):
     tolerance = 1e-4 if "water" in name else 1e-5
     assert grouped.objective == pytest.approx(single.objective, rel=tolerance, abs=1e-7)
     if name.startswith("max_min_fairness_water"):
-        assert grouped.info["levels"] == pytest.approx(single.info["levels"], rel=1e-4, abs=1e-6)
+        assert grouped.info["levels"] == pytest.approx(single.info["levels"], rel=3e-4, abs=1e-6)
