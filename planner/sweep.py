@@ -1,0 +1,312 @@
+"""Load sweeps: policies x input rates (or static job counts) x seeds, in parallel.
+
+Each finished point is appended as one JSON line to `results.jsonl` in the
+output folder, and its per-job results go to `jobs/<point>.csv`; a rerun
+skips every point already in `results.jsonl` (resumable). Points are run in
+order of increasing load; once a (policy, seed) saturates, its heavier points
+are recorded as saturated without running them. Points whose offered load
+alone exceeds the cluster (spec: "rates it cannot serve") are never run.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from planner.atomic import write_with
+from planner.errors import InputError
+from planner.metrics import distribution, rho
+from planner.simulate import (JOB_COLUMNS, SimulationConfig, Workload, offered_load, run_simulation)
+from planner.trace import GeneratorConfig, JobGenerator
+
+RESULTS = "results.jsonl"
+SWEEP_FORMAT = "rota.sweep/v1"
+
+
+@dataclass(frozen=True)
+class Point:
+    policy: str
+    seed: int
+    rate: float = 0.0              # jobs/hour; 0 with num_jobs: static trace
+    num_jobs: int | None = None    # static traces: how many jobs (all at t = 0)
+
+    @property
+    def key(self) -> str:
+        load = f"rate={self.rate:g}" if self.num_jobs is None else f"jobs={self.num_jobs}"
+        return f"{self.policy}__{load}__seed={self.seed}"
+
+    @property
+    def load(self) -> float:
+        return self.rate if self.num_jobs is None else float(self.num_jobs)
+
+
+@dataclass
+class SweepSpec:
+    table: str
+    cluster: str
+    policies: list[str]
+    seeds: list[int]
+    rates: list[float] = field(default_factory=list)
+    static_jobs: list[int] = field(default_factory=list)
+    window: tuple[int, int] | None = None
+    multi_gpu: bool = False
+    multi_priority: bool = False
+    gavel_compat: bool = False
+    round_s: float = 360.0
+    solver_method: str = "ipm"
+    max_active_jobs: int | None = None
+
+    def points(self) -> list[Point]:
+        if bool(self.rates) == bool(self.static_jobs):
+            raise InputError("give either input rates or static job counts", field="--rates")
+        if self.rates and self.window is None:
+            raise InputError("a continuous sweep needs a measurement window (--window START:END)", field="--window")
+        loads = [(r, None) for r in self.rates] if self.rates else [(0.0, n) for n in self.static_jobs]
+        pts = [Point(p, s, r, n) for p in self.policies for s in self.seeds for r, n in loads]
+        return sorted(pts, key=lambda p: (p.load, p.policy, p.seed))  # light loads first
+
+
+def rate_grid(text: str) -> list[float]:
+    """'0.4,0.8,1.2' or Gavel's 'LO:HI:K' (K evenly spaced rates in [LO, HI], a leading 0 dropped)."""
+    text = text.strip()
+    try:
+        if ":" in text:
+            lo, hi, k = text.split(":")
+            lo, hi, k = float(lo), float(hi), int(k)
+            if k < 1 or hi < lo:
+                raise ValueError
+            values = [lo + (hi - lo) * i / (k - 1) for i in range(k)] if k > 1 else [lo]
+            values = [v for v in values if v > 0] if values and values[0] == 0 else values
+        else:
+            values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"expected rates like '0.4,0.8' or LO:HI:K, got {text!r}", field="--rates") from None
+    if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
+        raise InputError(f"input rates must be positive jobs per hour, got {text!r}", field="--rates")
+    return [round(v, 9) for v in values]
+
+
+# --------------------------------------------------------------------------- one point (worker process)
+
+_CACHE: dict[tuple[str, str], tuple] = {}
+
+
+def _inputs(spec: SweepSpec):
+    from planner.cli_simulate import load_cluster, load_table
+
+    key = (spec.table, spec.cluster)
+    if key not in _CACHE:
+        _CACHE[key] = (load_table(Path(spec.table)), load_cluster(spec.cluster))
+    return _CACHE[key]
+
+
+def _workload(spec: SweepSpec, point: Point, table) -> Workload:
+    gen = JobGenerator(table, GeneratorConfig(seed=point.seed, rate_per_hour=point.rate, multi_gpu=spec.multi_gpu,
+                                              multi_priority=spec.multi_priority))
+    return Workload(generator=gen, num_jobs=point.num_jobs,
+                    description={"generator": asdict(gen.config), "num_jobs": point.num_jobs})
+
+
+def point_offered_load(spec: SweepSpec, point: Point) -> float:
+    if point.num_jobs is not None:
+        return 0.0
+    table, cluster = _inputs(spec)
+    jobs = JobGenerator(table, GeneratorConfig(seed=point.seed, multi_gpu=spec.multi_gpu)).take(2000)
+    return offered_load(jobs, point.rate, table, cluster)
+
+
+def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
+    """Simulate one point; write its per-job CSV; return its results line."""
+    table, cluster = _inputs(spec)
+    load = point_offered_load(spec, point)
+    base = {"key": point.key, **asdict(point), "offered_load": load}
+    if load >= 1.0:
+        return {**base, "status": "saturated",
+                "reason": f"offered load {load:.2f} of the cluster's GPU time (>= 1)", "metrics": None}
+    config = SimulationConfig(policy=point.policy, round_s=spec.round_s, gavel_compat=spec.gavel_compat,
+                              seed=point.seed, window=spec.window if point.num_jobs is None else None,
+                              solver_method=spec.solver_method, max_active_jobs=spec.max_active_jobs)
+    result = run_simulation(table, cluster, _workload(spec, point, table), config)
+    write_job_csv(result.jobs, Path(out_dir) / "jobs" / f"{point.key}.csv")
+    return {**base, "status": result.status, "reason": result.reason, "metrics": result.metrics}
+
+
+def write_job_csv(rows: list[dict], path: Path) -> None:
+    def writer(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=JOB_COLUMNS, lineterminator="\n")
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: ("" if r.get(k) is None else r[k]) for k in JOB_COLUMNS})
+    write_with(path, writer)
+
+
+def read_job_csv(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+# --------------------------------------------------------------------------- the sweep
+
+def load_results(out_dir: Path) -> dict[str, dict]:
+    """Finished points by key; a torn last line (killed run) is ignored."""
+    path = out_dir / RESULTS
+    done: dict[str, dict] = {}
+    if not path.exists():
+        return done
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "key" in rec:
+            done[rec["key"]] = rec
+    return done
+
+
+def _append(out_dir: Path, record: dict) -> None:
+    with (out_dir / RESULTS).open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
+    """Results from a different sweep setup must not be mixed in."""
+    path = out_dir / "sweep.json"
+    fixed = {k: v for k, v in asdict(spec).items() if k not in ("policies", "seeds", "rates", "static_jobs")}
+    fixed["window"] = list(spec.window) if spec.window else None
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8")).get("setup", {})
+        changed = [k for k in fixed if old.get(k) != fixed[k]]
+        if changed:
+            raise InputError(f"this folder holds a sweep with a different {changed[0]} "
+                             f"({old.get(changed[0])!r}, now {fixed[changed[0]]!r}); use another --out",
+                             path=path, field=changed[0])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from planner.atomic import write_text_atomic
+    write_text_atomic(path, json.dumps({"format": SWEEP_FORMAT, "setup": fixed}, indent=1) + "\n")
+
+
+def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, jobs: int = 1,
+              on_point: Callable[[dict, int, int], None] | None = None) -> list[dict]:
+    """Run every missing point (up to `jobs` processes); return all points' records in grid order."""
+    out_dir = Path(out_dir)
+    points = spec.points()
+    _check_spec(out_dir, spec)
+    done = load_results(out_dir)
+    todo = [p for p in points if p.key not in done]
+    saturated: dict[tuple[str, int], float] = {}
+    for r in done.values():
+        if r["status"] == "saturated":
+            group = (r["policy"], r["seed"])
+            saturated[group] = min(saturated.get(group, math.inf), _load(r))
+    finished = len(points) - len(todo)
+
+    def record(rec: dict) -> None:
+        nonlocal finished
+        done[rec["key"]] = rec
+        _append(out_dir, rec)
+        finished += 1
+        if rec["status"] == "saturated":
+            group = (rec["policy"], rec["seed"])
+            saturated[group] = min(saturated.get(group, math.inf), _load(rec))
+        if on_point:
+            on_point(rec, finished, len(points))
+
+    def skip_if_heavier(p: Point) -> bool:
+        limit = saturated.get((p.policy, p.seed))
+        if limit is not None and p.load >= limit:
+            record({"key": p.key, **asdict(p), "status": "saturated", "offered_load": None,
+                    "reason": f"saturated already at {limit:g}", "metrics": None})
+            return True
+        return False
+
+    if jobs <= 1:
+        for p in todo:
+            if not skip_if_heavier(p):
+                record(run_point(spec, p, str(out_dir)))
+    else:
+        queue = list(todo)
+        running: dict[Future, Point] = {}
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            while queue or running:
+                while queue and len(running) < jobs:
+                    p = queue.pop(0)
+                    if not skip_if_heavier(p):
+                        running[pool.submit(run_point, spec, p, str(out_dir))] = p
+                if not running:
+                    continue
+                finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in finished_now:
+                    running.pop(fut)
+                    record(fut.result())
+    return [done[p.key] for p in points]
+
+
+def _load(rec: dict) -> float:
+    return float(rec["num_jobs"]) if rec.get("num_jobs") is not None else float(rec["rate"])
+
+
+# --------------------------------------------------------------------------- summaries
+
+def attach_rho(records: Iterable[dict], out_dir: Path) -> None:
+    """Add rho (JCT / JCT under `isolated`, same load and seed) to every point that has both runs."""
+    records = list(records)
+    iso = {(r["rate"], r["num_jobs"], r["seed"]): r for r in records if r["policy"] == "isolated"}
+    for r in records:
+        ref = iso.get((r["rate"], r["num_jobs"], r["seed"]))
+        if r["status"] != "ok" or ref is None or ref["status"] != "ok":
+            continue
+        mine = _jct_by_job(out_dir / "jobs" / f"{r['key']}.csv")
+        theirs = _jct_by_job(out_dir / "jobs" / f"{ref['key']}.csv")
+        ratios = rho(mine, theirs)
+        r["metrics"]["rho"] = distribution(ratios.values())
+
+
+def _jct_by_job(path: Path) -> dict[str, float]:
+    if not path.exists():
+        return {}
+    return {row["job_id"]: float(row["jct_s"]) for row in read_job_csv(path)
+            if row["in_window"] == "True" and row["jct_s"]}
+
+
+SUMMARY_COLUMNS = ["policy", "seed", "rate", "num_jobs", "status", "avg_jct_h", "p50_jct_h", "p90_jct_h",
+                   "p99_jct_h", "makespan_h", "utilisation", "lease_extension_pct", "rho_mean", "rho_p90",
+                   "resolves", "wall_s", "reason"]
+
+
+def summary_rows(records: Iterable[dict]) -> list[dict]:
+    rows = []
+    for r in records:
+        m = r.get("metrics") or {}
+        jct = m.get("jct_s") or {}
+        hours = lambda v: None if v is None else v / 3600.0  # noqa: E731
+        rate = m.get("lease_extension_rate")
+        rows.append({"policy": r["policy"], "seed": r["seed"], "rate": r["rate"], "num_jobs": r["num_jobs"],
+                     "status": r["status"], "avg_jct_h": hours(jct.get("mean")), "p50_jct_h": hours(jct.get("p50")),
+                     "p90_jct_h": hours(jct.get("p90")), "p99_jct_h": hours(jct.get("p99")),
+                     "makespan_h": hours(m.get("makespan_s")),
+                     "utilisation": (m.get("utilisation") or {}).get("all"),
+                     "lease_extension_pct": None if rate is None else 100 * rate,
+                     "rho_mean": (m.get("rho") or {}).get("mean"), "rho_p90": (m.get("rho") or {}).get("p90"),
+                     "resolves": m.get("resolves"), "wall_s": m.get("wall_s"), "reason": r.get("reason")})
+    return rows
+
+
+def write_summary_csv(records: Iterable[dict], path: Path) -> None:
+    rows = summary_rows(records)
+
+    def writer(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS, lineterminator="\n")
+            w.writeheader()
+            for row in rows:
+                w.writerow({k: "" if row[k] is None else (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
+                            for k in SUMMARY_COLUMNS})
+    write_with(path, writer)
