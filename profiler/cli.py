@@ -7,25 +7,30 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 
+from models.registry import GPT_SIZES
 from models.spec import SCALES
 from planner.errors import InputError
 from profiler import devices as devices_mod
 from profiler.plan import Selection, build_plan, parse_ints, parse_pairs, split_list
-from profiler.report import ProfileProgress, device_table, duration, print_plan
+from profiler.report import ProfileProgress, device_table, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.timing import TimingConfig
 
 
-def _pick_devices(requested: Optional[str]) -> list[devices_mod.DeviceType]:
+def _pick_devices(requested: Optional[str], cpu_cores: int) -> list[devices_mod.DeviceType]:
     names = [n.lower() for n in split_list(requested)]
     cpu_only = bool(names) and set(names) == {"cpu"}
-    found = devices_mod.discover(include_cuda=not cpu_only)
+    try:
+        found = devices_mod.discover(include_cuda=not cpu_only, cores_per_worker=cpu_cores)
+    except ValueError as exc:
+        raise InputError(str(exc), field="--cpu-cores") from None
     if not names:
         return found
     by_name = {d.worker_type: d for d in found}
@@ -67,9 +72,9 @@ def profile_command(
         help="Stop a measurement early once IQR/median of window step times is at most this.")] = 0.02,
     timeout: Annotated[Optional[float], typer.Option(
         help="Hard limit in seconds for one measurement, start-up included (default: 300 + 3 x budget).")] = None,
-    cpu_threads: Annotated[Optional[int], typer.Option(
-        help="Threads for a process alone on the CPU (default: all cores; split among co-running processes).")]
-        = None,
+    cpu_cores: Annotated[int, typer.Option(
+        help="Cores per CPU worker: a job gets that many cores (one thread each), a pair shares them, "
+             "a data-parallel job of scale factor k gets k such workers.")] = 1,
     gpt_size: Annotated[str, typer.Option(
         help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")] = "small",
     resume: Annotated[bool, typer.Option(help="Skip measurements whose rows are already in --out.")] = False,
@@ -85,70 +90,92 @@ def profile_command(
         rota profile --device-types cpu --scale tiny --out data/throughputs_cpu_tiny.csv
     """
     try:
-        _profile(out, device_types, models, batch_sizes, pairs, scale_factors, scale, budget, warmup_steps,
-                 window, target_spread, timeout, cpu_threads, gpt_size, resume, dry_run, list_devices,
-                 json_output)
+        _profile(ProfileArgs(**locals()))  # exactly the parameters: nothing else is bound yet
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
 
 
-def _profile(out, device_types, models, batch_sizes, pairs, scale_factors, scale, budget, warmup_steps,
-             window, target_spread, timeout, cpu_threads, gpt_size, resume, dry_run, list_devices,
-             json_output) -> None:
+@dataclass(frozen=True)
+class ProfileArgs:
+    """The command's options, as given."""
+
+    out: Path
+    device_types: Optional[str]
+    models: Optional[str]
+    batch_sizes: Optional[str]
+    pairs: str
+    scale_factors: str
+    scale: str
+    budget: float
+    warmup_steps: int
+    window: float
+    target_spread: float
+    timeout: Optional[float]
+    cpu_cores: int
+    gpt_size: str
+    resume: bool
+    dry_run: bool
+    list_devices: bool
+    json_output: bool
+
+
+def _profile(a: ProfileArgs) -> None:
     console = Console(highlight=False)
-    if list_devices:
-        found = _pick_devices(device_types)
-        if json_output:
-            typer.echo(json.dumps([{"worker_type": d.worker_type, "backend": d.backend, "indices": list(d.indices),
-                                    "max_scale_factor": d.max_processes, "memory_bytes": d.memory_bytes,
-                                    "device_name": d.device_name} for d in found], indent=2))
-        else:
-            console.print(device_table(found))
-            if not devices_mod.torch_available():
-                console.print("torch is not installed: only the CPU is listed (pip install 'rota[profiler]')")
+    if a.list_devices:
+        _show_devices(console, _pick_devices(a.device_types, a.cpu_cores), a.json_output)
         return
-
-    if scale not in SCALES:
-        raise InputError(f"must be one of {', '.join(SCALES)}, got {scale!r}", field="--scale")
-    from models.registry import GPT_SIZES
-
-    if gpt_size not in GPT_SIZES:
-        raise InputError(f"must be one of {', '.join(GPT_SIZES)}, got {gpt_size!r}", field="--gpt-size")
-    if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise InputError("the table must be .csv or .parquet", path=out, field="--out")
-    timing = _timing(budget, warmup_steps, window, target_spread)
-    selection = Selection(models=tuple(split_list(models)) or None,
-                          batch_sizes=parse_ints(batch_sizes, "--batch-sizes"),
-                          pairs=parse_pairs(pairs),
-                          scale_factors=parse_ints(scale_factors, "--scale-factors") or (1,),
-                          gpt_size=gpt_size)
-    found = _pick_devices(device_types)
-    tasks = build_plan(found, selection)
+    if a.scale not in SCALES:
+        raise InputError(f"must be one of {', '.join(SCALES)}, got {a.scale!r}", field="--scale")
+    if a.gpt_size not in GPT_SIZES:
+        raise InputError(f"must be one of {', '.join(GPT_SIZES)}, got {a.gpt_size!r}", field="--gpt-size")
+    if a.out.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise InputError("the table must be .csv or .parquet", path=a.out, field="--out")
+    timing = _timing(a.budget, a.warmup_steps, a.window, a.target_spread)
+    selection = Selection(models=tuple(split_list(a.models)) or None,
+                          batch_sizes=parse_ints(a.batch_sizes, "--batch-sizes"),
+                          pairs=parse_pairs(a.pairs),
+                          scale_factors=parse_ints(a.scale_factors, "--scale-factors") or (1,),
+                          gpt_size=a.gpt_size)
+    tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores), selection)
     if not tasks:
         raise InputError("nothing to measure with this selection", field="--models")
     try:
-        present = read_statuses(out) if resume else {}
+        present = read_statuses(a.out) if a.resume else {}
     except Exception as exc:  # unreadable table: say which file
-        raise InputError(f"cannot read: {str(exc).splitlines()[0]}", path=out) from None
+        raise InputError(f"cannot read: {str(exc).splitlines()[0]}", path=a.out) from None
     skipped = {i for i, t in enumerate(tasks) if present and all(k in present for k in t.row_keys())}
-
-    if dry_run:
-        if json_output:
-            typer.echo(json.dumps({"measurements": [{"mode": t.mode, "worker_type": t.device.worker_type,
-                                                     "jobs": [j.label for j in t.jobs],
-                                                     "scale_factor": t.scale_factor, "skip": i in skipped}
-                                                    for i, t in enumerate(tasks)],
-                                   "estimate_s": sum(t.estimate_s(budget) for i, t in enumerate(tasks)
-                                                     if i not in skipped)}, indent=2))
-        else:
-            print_plan(console, tasks, skipped, budget)
+    if a.dry_run:
+        _show_plan(console, tasks, skipped, a.budget, a.json_output)
         return
     if not devices_mod.torch_available():
         raise InputError("torch is not installed; install the profiler extra: pip install 'rota[profiler]'")
+    _run(console, tasks, RunOptions(out=a.out, timing=timing, scale=a.scale, resume=a.resume, timeout_s=a.timeout))
 
-    options = RunOptions(out=out, timing=timing, scale=scale, resume=resume, timeout_s=timeout,
-                         cpu_threads=cpu_threads)
+
+def _show_devices(console: Console, found, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps([{"worker_type": d.worker_type, "backend": d.backend, "indices": list(d.indices),
+                                "max_scale_factor": d.max_processes, "memory_bytes": d.memory_bytes,
+                                "device_name": d.device_name} for d in found], indent=2))
+        return
+    console.print(device_table(found))
+    if not devices_mod.torch_available():
+        console.print("torch is not installed: only the CPU is listed (pip install 'rota[profiler]')")
+
+
+def _show_plan(console: Console, tasks, skipped: set[int], budget: float, as_json: bool) -> None:
+    if not as_json:
+        print_plan(console, tasks, skipped, budget)
+        return
+    todo = [t for i, t in enumerate(tasks) if i not in skipped]
+    typer.echo(json.dumps({"measurements": [{"mode": t.mode, "worker_type": t.device.worker_type,
+                                             "jobs": [j.label for j in t.jobs], "scale_factor": t.scale_factor,
+                                             "skip": i in skipped} for i, t in enumerate(tasks)],
+                           "estimate_s": sum(t.estimate_s(budget) for t in todo)}, indent=2))
+
+
+def _run(console: Console, tasks, options: RunOptions) -> None:
     counts: Counter = Counter()
     try:
         with ProfileProgress(console, len(tasks)) as progress:
@@ -158,8 +185,8 @@ def _profile(out, device_types, models, batch_sizes, pairs, scale_factors, scale
 
             run_plan(tasks, options, on_start=progress.started, on_done=done)
     except KeyboardInterrupt:
-        console.print(f"interrupted: {out} keeps every finished measurement; "
+        console.print(f"interrupted: {options.out} keeps every finished measurement; "
                       f"rerun the same command with --resume to continue")
         raise typer.Exit(130) from None
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    console.print(f"done: {len(tasks)} measurements ({summary}) → {out}")
+    console.print(f"done: {len(tasks)} measurements ({summary}) → {options.out}")

@@ -30,26 +30,43 @@ def normalise_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class DeviceType:
-    """One worker type on this host: its devices and how to address them."""
+    """One worker type on this host: its devices and how to address them.
+
+    The CPU is cut into workers of `cores_per_worker` cores each, the way a GPU
+    host is cut into GPUs: a solo job gets one worker's cores, a co-located pair
+    shares them, a data-parallel job of scale factor k gets k disjoint workers.
+    """
 
     worker_type: str              # "h200", "cpu"
     backend: str                  # "cuda" | "cpu"
-    indices: tuple[int, ...]      # CUDA ordinals; (0,) for the CPU
+    indices: tuple[int, ...]      # CUDA ordinals; CPU worker numbers
     device_name: str              # full model name(s), kept in provenance
     memory_bytes: int | None = None
-    cores: int | None = None      # CPU only
+    core_ids: tuple[int, ...] = ()   # CPU only: the cores this process may use
+    cores_per_worker: int = 1        # CPU only
 
     @property
     def count(self) -> int:
         return len(self.indices)
 
     @property
+    def cores(self) -> int:
+        return len(self.core_ids)
+
+    @property
     def max_processes(self) -> int:
-        """Largest data-parallel scale factor: one process per GPU; on the CPU one per core."""
-        return self.count if self.backend == "cuda" else max(1, self.cores or 1)
+        """Largest data-parallel scale factor: one process per GPU / per CPU worker."""
+        return self.count
 
     def device(self, rank: int = 0) -> str:
         return f"cuda:{self.indices[rank]}" if self.backend == "cuda" else "cpu"
+
+    def cpu_set(self, rank: int = 0) -> tuple[int, ...]:
+        """The cores of CPU worker `rank` (empty for GPUs)."""
+        if self.backend != "cpu":
+            return ()
+        worker = self.indices[rank]
+        return self.core_ids[worker * self.cores_per_worker:(worker + 1) * self.cores_per_worker]
 
 
 def cpu_model_name() -> str:
@@ -63,9 +80,20 @@ def cpu_model_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
-def cpu_device() -> DeviceType:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return DeviceType("cpu", "cpu", (0,), f"{cpu_model_name()} ({cores} cores)", cores=cores)
+def available_cores() -> tuple[int, ...]:
+    if hasattr(os, "sched_getaffinity"):
+        return tuple(sorted(os.sched_getaffinity(0)))
+    return tuple(range(os.cpu_count() or 1))
+
+
+def cpu_device(cores_per_worker: int = 1) -> DeviceType:
+    cores = available_cores()
+    if not 1 <= cores_per_worker <= len(cores):
+        raise ValueError(f"cores per CPU worker must be between 1 and {len(cores)}, got {cores_per_worker}")
+    workers = len(cores) // cores_per_worker
+    name = f"{cpu_model_name()} ({cores_per_worker} of {len(cores)} cores per worker)"
+    return DeviceType("cpu", "cpu", tuple(range(workers)), name, core_ids=cores,
+                      cores_per_worker=cores_per_worker)
 
 
 _CUDA_QUERY = """
@@ -101,10 +129,10 @@ def group_cuda(devices: list[dict]) -> list[DeviceType]:
             for worker_type, members in sorted(groups.items())]
 
 
-def discover(include_cuda: bool = True) -> list[DeviceType]:
+def discover(include_cuda: bool = True, cores_per_worker: int = 1) -> list[DeviceType]:
     """All worker types on this host, GPUs first, the CPU last."""
     found = group_cuda(query_cuda()) if include_cuda else []
-    return [*found, cpu_device()]
+    return [*found, cpu_device(cores_per_worker)]
 
 
 def torch_available() -> bool:

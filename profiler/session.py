@@ -31,7 +31,6 @@ class RunOptions:
     scale: str = "full"
     resume: bool = False
     timeout_s: float | None = None       # per task; default: allowance + 3 x budget
-    cpu_threads: int | None = None       # threads for one process alone on the CPU
 
     def task_timeout_s(self) -> float:
         return self.timeout_s or STARTUP_ALLOWANCE_S + HARD_STOP_FACTOR * self.timing.budget_s
@@ -72,24 +71,17 @@ def read_statuses(path: Path) -> dict[Key, str]:
     return out
 
 
-def _threads(task: Task, options: RunOptions) -> int | None:
-    if task.device.backend != "cpu":
-        return None
-    cores = options.cpu_threads or task.device.cores or 1
-    return max(1, cores // task.processes)  # processes sharing the CPU split its cores
-
-
 def worker_jobs(task: Task, options: RunOptions) -> list[WorkerJob]:
-    threads = _threads(task, options)
+    """One WorkerJob per process. A pair shares device/worker 0 (GPU or CPU cores);
+    data-parallel rank r gets device/worker r."""
+    def job(ref, rank: int) -> WorkerJob:
+        return WorkerJob(ref.spec.builder, ref.batch_size, task.device.device(rank), options.timing,
+                         options.scale, dict(ref.spec.options), task.device.cpu_set(rank),
+                         barrier_timeout_s=options.task_timeout_s())
+
     if task.is_pair:
-        return [WorkerJob(j.spec.builder, j.batch_size, task.device.device(0), options.timing,
-                          options.scale, dict(j.spec.options), threads,
-                          barrier_timeout_s=options.task_timeout_s()) for j in task.jobs]
-    (job,) = task.jobs
-    return [WorkerJob(job.spec.builder, job.batch_size, task.device.device(rank), options.timing,
-                      options.scale, dict(job.spec.options), threads,
-                      barrier_timeout_s=options.task_timeout_s())
-            for rank in range(task.scale_factor)]
+        return [job(ref, 0) for ref in task.jobs]
+    return [job(task.jobs[0], rank) for rank in range(task.scale_factor)]
 
 
 def _solo_status(task: Task, statuses: dict[Key, str]) -> str | None:

@@ -36,7 +36,7 @@ class WorkerJob:
     timing: TimingConfig
     scale: str = "full"
     options: Mapping[str, Any] = field(default_factory=dict)
-    threads: int | None = None             # CPU threads for this process
+    cpu_set: tuple[int, ...] = ()          # CPU cores to pin to; one thread per core
     rank: int = 0
     world_size: int = 1
     dist_init: str | None = None           # init_method for data-parallel runs
@@ -83,6 +83,8 @@ def cpu_current_rss_bytes() -> int:
 def worker_main(job: WorkerJob, conn, barrier=None, pair_state=None) -> None:
     """Process entry point. Never raises: every outcome becomes a WorkerResult."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and stops us
+    if job.cpu_set and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, job.cpu_set)  # before torch starts its thread pools
     if job.log_path:
         log = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log, 1)
@@ -117,9 +119,11 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     torch = sys.modules.get("torch")
     cuda = job.device.startswith("cuda")
     if torch is not None:
-        if job.threads:
-            torch.set_num_threads(job.threads)
+        if job.cpu_set:
+            torch.set_num_threads(len(job.cpu_set))
         torch.manual_seed(0)
+    if torch is not None and not cuda:
+        import torch._dynamo  # noqa: F401 - optimizers import it on first use; keep it out of the peak
     if cuda:
         torch.cuda.set_device(torch.device(job.device))
         torch.backends.cudnn.benchmark = True

@@ -35,10 +35,13 @@ def test_cuda_devices_are_grouped_by_model_with_full_names_kept():
 def test_cpu_device():
     cpu = cpu_device()
     assert cpu.worker_type == "cpu" and cpu.device() == "cpu"
-    assert cpu.max_processes == cpu.cores >= 1
+    assert cpu.max_processes == cpu.count == cpu.cores >= 1  # one core per worker by default
+    assert cpu.cpu_set(0) == cpu.core_ids[:1]
+    with pytest.raises(ValueError):
+        cpu_device(cores_per_worker=cpu.cores + 1)
 
 
-CPU2 = DeviceType("cpu", "cpu", (0,), "cpu", cores=2)
+CPU2 = DeviceType("cpu", "cpu", (0, 1), "cpu", core_ids=(0, 1))
 GPU8 = DeviceType("h200", "cuda", tuple(range(8)), "NVIDIA H200")
 
 

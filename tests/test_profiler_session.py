@@ -19,7 +19,7 @@ from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.timing import TimingConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU = DeviceType("cpu", "cpu", (0,), "test cpu", cores=2)
+CPU = DeviceType("cpu", "cpu", (0, 1), "test cpu", core_ids=(0, 1))
 FAST = TimingConfig(warmup_steps=1, window_s=0.03, min_windows=3, budget_s=0.3, target_spread=0.05)
 
 
@@ -83,7 +83,7 @@ DRIVER = textwrap.dedent("""
 
         registry = (WorkloadSpec("FakeA", "fakes", "profiler.fakes:build_busy", (8, 16), options={{"step_s": 0.002}}),
                     WorkloadSpec("FakeB", "fakes", "profiler.fakes:build_busy", (), options={{"step_s": 0.004}}))
-        cpu = DeviceType("cpu", "cpu", (0,), "test cpu", cores=2)
+        cpu = DeviceType("cpu", "cpu", (0, 1), "test cpu", core_ids=(0, 1))
         timing = TimingConfig(warmup_steps=1, window_s=0.05, min_windows=3, budget_s=0.4, target_spread=0.0)
         tasks = build_plan([cpu], Selection(registry=registry, pairs="all"))
         run_plan(tasks, RunOptions(out=Path(sys.argv[1]), timing=timing, resume=True))
