@@ -210,3 +210,11 @@ def test_class_aggregation_matches_per_job_optimum(problem, name):
     assert grouped.objective == pytest.approx(single.objective, rel=tolerance, abs=1e-7)
     if name.startswith("max_min_fairness_water"):
         assert grouped.info["levels"] == pytest.approx(single.info["levels"], rel=3e-4, abs=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(classy_problems())
+def test_water_filling_dual_freeze_equals_gavel_milp(problem):
+    dual = make_policy("max_min_fairness_water_filling_perf").allocate(problem)
+    milp = make_policy("max_min_fairness_water_filling_perf", gavel_compat=True).allocate(problem)
+    assert dual.info["levels"] == pytest.approx(milp.info["levels"], rel=3e-4, abs=1e-6)

@@ -45,7 +45,7 @@ def _ftf(**fixed) -> Callable[[PolicyOptions], Policy]:
 
 def _water(**fixed) -> Callable[[PolicyOptions], Policy]:
     return lambda o: WaterFilling(method=o.method, aggregate=o.aggregate, entity_weights=o.entity_weights,
-                                  entity_policies=dict(o.entity_policies), **fixed)
+                                  entity_policies=dict(o.entity_policies), gavel_compat=o.gavel_compat, **fixed)
 
 
 # name -> (factory, what it optimises, inputs it needs beyond throughputs and cluster)

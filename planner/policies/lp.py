@@ -28,7 +28,7 @@ from planner.errors import SolverError
 # optimal face (like Gavel's ECOS) instead of a vertex; it is also the fastest
 # method on these LPs (see README, "Solver choice").
 DEFAULT_METHOD = "ipm"
-METHODS = ("ipm", "simplex", "choose")  # "choose": HiGHS decides (needed for MILPs)
+METHODS = ("ipm", "simplex", "mip", "mip-no-presolve")  # the mip ones: HiGHS branch and bound
 
 
 @dataclass(frozen=True)
@@ -123,15 +123,17 @@ class AllocationLP:
             return cached[1]
         solver = Highs()
         solver.config.load_solution = False
-        solver.config.stream_solver = False
+        solver.config.stream_solver = method.startswith("mip") and bool(__import__("os").environ.get("ROTA_DEBUG_MIP"))
         options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
                    "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
         if method == "ipm":
             options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
-        if method == "choose":
-            # MILPs (water-filling): HiGHS 1.16's MIP presolve wrongly reported some of these
-            # small models infeasible; they are tiny, so skip presolve.
-            options = {"mip_rel_gap": 0.0, "presolve": "off"}
+        if method.startswith("mip"):
+            # HiGHS 1.16's MIP presolve wrongly reported a few feasible water-filling MILPs
+            # infeasible; callers retry those with "mip-no-presolve".
+            options = {}  # the objective counts jobs: the default gap (1e-4) cannot lose one
+            if method == "mip-no-presolve":
+                options["presolve"] = "off"
         solver.highs_options = options
         self._highs = (method, solver)
         return solver
@@ -153,10 +155,16 @@ class AllocationLP:
         if condition != TerminationCondition.optimal:
             raise SolverError(f"{policy}: HiGHS ended '{condition.name}', not optimal; no allocation was produced")
         results.solution_loader.load_vars()
+        self.results = results  # for duals
         x = np.zeros((self.k, self.m))
         for n, (c, j) in enumerate(self.cells):
             x[c, j] = self.model.x[n].value or 0.0
         return np.clip(x, 0.0, 1.0), float(results.best_feasible_objective), solve_s
+
+    def duals(self, constraints) -> list[float]:
+        """|dual| of each constraint in the last solve."""
+        values = self.results.solution_loader.get_duals(cons_to_load=list(constraints))
+        return [abs(values[c]) for c in constraints]
 
     def solve(self, objective, *, sense=pyo.maximize, method: str = DEFAULT_METHOD,
               policy: str = "policy") -> tuple[np.ndarray, float, float]:

@@ -6,8 +6,11 @@ Each iteration:
   1. LP: raise every active job's normalised throughput n_i = y_i / prop_i
      together (z <= k_i (n_i - L_i), k_i = s_i / w'_i) while frozen jobs keep
      theirs; L_i += z / k_i.
-  2. MILP (HiGHS): which jobs can still exceed σ·L_i while all keep their
-     levels; the others freeze.
+  2. freeze the jobs that cannot grow further: those whose raise row has a
+     positive dual (exact, see below), or — with `gavel_compat` — Gavel's MILP
+     (HiGHS): which jobs can still exceed σ·L_i while all keep their levels.
+     The MILP needed thousands of branch-and-bound nodes at 2048 jobs; the
+     dual test is free.
 Hierarchical (multi-level) fairness: each entity e has a weight W_e and a
 policy inside it — `fairness` splits W_e over its unfrozen jobs by weight,
 `fifo` gives all of W_e to its oldest unfrozen job.
@@ -28,6 +31,7 @@ from planner.problem import Problem
 
 SIGMA = 1.0001
 MAX_ITERATIONS = 200
+DUAL_THRESHOLD = 1e-6  # duals sum to 1; interior-point noise on slack rows is ~1e-9
 LEVEL_SLACK = 1e-5  # well below sigma - 1 = 1e-4, the resolution of the freeze test
 
 
@@ -39,6 +43,7 @@ class WaterFilling:
     method: str = "ipm"
     entity_weights: dict[str, float] | None = None     # hierarchical when set
     entity_policies: dict[str, str] = field(default_factory=dict)  # entity -> fairness | fifo
+    gavel_compat: bool = False  # freeze test by Gavel's MILP instead of LP duals
     fifo: bool = False
 
     @property
@@ -122,12 +127,13 @@ class WaterFilling:
                 big_m = _big_m(lp, norm[rep]) * 2.0 + 1.0
             model.z = pyo.Var(bounds=(0.0, None))
             model.raise_rows = pyo.ConstraintList()
+            raised = []  # (class, its raise row)
             for c, i in enumerate(rep):
                 # levels reached so far, less a hair: the LP solution is only accurate to ~1e-9
                 model.extra.add(levels[c] >= float(level[i]) * (1 - LEVEL_SLACK))
                 if active[i]:
                     k_i = problem.scale[i] / weights[i]
-                    model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i])))
+                    raised.append((c, model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i])))))
             try:
                 x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
             except SolverError as exc:
@@ -141,7 +147,17 @@ class WaterFilling:
                 if active[i]:
                     level[classes.index == c] = level[i] + z_star * weights[i] / problem.scale[i]
 
-            # MILP: who can still grow by a factor sigma?
+            if not self.gavel_compat:
+                # Exact and one LP cheaper than the MILP: a job whose raise row has a positive
+                # dual cannot rise above its new level while the others keep theirs (the
+                # optimal dual weights make Σ λ_i k_i (n_i - L_i) <= z* for every x).
+                duals = lp.duals([row for _, row in raised])
+                blocked = [c for (c, _), d in zip(raised, duals) if d > DUAL_THRESHOLD]
+                if blocked:
+                    for c in blocked:
+                        frozen[classes.index == c] = True
+                    continue
+            # MILP (Gavel): who can still grow by a factor sigma?
             model.del_component(model.raise_rows)
             model.del_component(model.z)
             model.grow = pyo.Var(range(classes.n), domain=pyo.Binary)
@@ -154,12 +170,15 @@ class WaterFilling:
                     model.milp.add(big_m * (1 - model.grow[c]) >= SIGMA * level[i] - levels[c])
                 else:
                     model.grow[c].fix(0)
+            count = pyo.quicksum(model.grow[c] for c in range(classes.n))
             try:
-                _, _, solve_s = lp.solve(pyo.quicksum(model.grow[c] for c in range(classes.n)),
-                                         method="choose", policy=self.name)
-            except SolverError as exc:
-                stopped = str(exc)
-                break
+                _, _, solve_s = lp.solve(count, method="mip", policy=self.name)
+            except SolverError:
+                try:  # the all-zero point is feasible: a failure here is HiGHS presolve
+                    _, _, solve_s = lp.solve(count, method="mip-no-presolve", policy=self.name)
+                except SolverError as exc:
+                    stopped = str(exc)
+                    break
             total_solve += solve_s
             newly = 0
             for c, i in enumerate(rep):
