@@ -239,21 +239,29 @@ def job_env(schedule: dict, rnd: dict, assignment: dict, jid: str, *, grace_s: f
 
 
 def launch_script(commands: list[tuple[str, dict[str, str]]]) -> str:
-    """POSIX sh that starts each (command, env) in the background, forwards SIGTERM /
-    SIGUSR1 / SIGINT to them as SIGTERM, waits for all, and exits with the first failure."""
-    lines = ['pids=""',
-             'stop() { for p in $pids; do kill -TERM "$p" 2>/dev/null || true; done; }',
+    """POSIX sh that starts each (command, env) in the background and waits for all.
+
+    SIGTERM, SIGUSR1 (Slurm's warning) or SIGINT to the wrapper become SIGTERM to its
+    whole process group, so the training processes themselves get it. Each command
+    runs under an `sh -c` that outlives it (`trap : TERM`), so the wrapper keeps
+    waiting while the jobs write their checkpoints; it exits with the first failure.
+    """
+    lines = ['pids="" stopping="" signalled=""',
+             'stop() { signalled=1; [ -n "$stopping" ] && return; stopping=1; kill -TERM 0 2>/dev/null || true; }',
              "trap stop TERM USR1 INT"]
     for command, env in commands:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        lines.append(f"( export {exports}; exec /bin/sh -c {shlex.quote(command)} ) &")
+        lines.append(f"( export {exports}; exec /bin/sh -c {shlex.quote('trap : TERM; ' + command)} ) &")
         lines.append('pids="$pids $!"')
     lines += ["status=0",
               "for p in $pids; do",
+              '  rc=""',
               "  while :; do",
-              '    wait "$p"; rc=$?',
-              # wait returns early when a trapped signal arrives: wait again until it exited
-              '    kill -0 "$p" 2>/dev/null || break',
+              # a trapped signal makes wait return early: wait again for the job's own status
+              '    signalled=""; wait "$p"; r=$?',
+              '    if [ "$r" -eq 127 ] && [ -n "$rc" ]; then break; fi',
+              "    rc=$r",
+              '    [ -n "$signalled" ] || break',
               "  done",
               '  [ "$status" -ne 0 ] || status=$rc',
               "done",

@@ -129,7 +129,7 @@ DRIVER = """#!/bin/bash
 # after ROUND_S seconds the round's objects are deleted before the next round is applied.
 set -euo pipefail
 cd "$(dirname "$0")"
-ROUND_S={round_s}
+ROUND_S=${{ROUND_S:-{round_s}}}
 ROUNDS=({rounds})
 {namespace_line}
 run_round() {{

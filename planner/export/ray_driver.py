@@ -27,8 +27,9 @@ def run_commands(commands: list[dict], round_s: float, grace_s: float, poll_s: f
     """Start each {"command", "env"} in its own process group; SIGTERM after
     round_s - grace_s, SIGKILL after round_s. Returns the exit codes."""
     started = time.monotonic()
-    procs = [subprocess.Popen(c["command"], shell=True, env={**os.environ, **c["env"]}, start_new_session=True)
-             for c in commands]
+    # `trap : TERM` keeps the shell alive until its command exits, so the exit code is the job's.
+    procs = [subprocess.Popen(["/bin/sh", "-c", "trap : TERM; " + c["command"]], env={**os.environ, **c["env"]},
+                              start_new_session=True) for c in commands]
     signalled = False
     while any(p.poll() is None for p in procs):
         elapsed = time.monotonic() - started

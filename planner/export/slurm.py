@@ -72,8 +72,8 @@ DRIVER = """#!/bin/bash
 # then what is left gets SIGTERM (checkpoint), GRACE_S seconds, and is cancelled.
 set -euo pipefail
 cd "$(dirname "$0")"
-ROUND_S={round_s}
-GRACE_S={grace_s}
+ROUND_S=${{ROUND_S:-{round_s}}}
+GRACE_S=${{GRACE_S:-{grace_s}}}
 ROUNDS=({rounds})
 
 run_round() {{
