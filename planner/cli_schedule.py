@@ -314,7 +314,6 @@ def plan_next_round_command(
     from planner.cluster import read_cluster
     from planner.jobs import read_jobs
     from planner.next_round import next_round
-    from planner.schedule import write_schedule
     from planner.state import read_progress, read_state, write_state
     from planner.table import read_table
 
@@ -341,7 +340,7 @@ def plan_next_round_command(
                         policy_options=options, round_s=round_s, rounds=rounds, inputs=inputs, state_path=state,
                         progress_path=progress or "<progress>")
     # The schedule first: if the state write fails, a retry plans the same round again.
-    write_schedule(result.schedule, out_path, csv_path)
+    write_compact_schedule(result.schedule, out_path, csv_path)
     write_state(result.state, state_out or state)
     summary = {"schedule": str(out_path), "state": str(state_out or state),
                "rounds": [r["index"] for r in result.schedule["rounds"]], "done": result.done,
@@ -365,6 +364,16 @@ def plan_next_round_command(
     if result.done:
         out.print("every job has finished; nothing left to plan")
     out.print(f"wrote {out_path} and {state_out or state} in {result.timings['total_s'] * 1000:.0f} ms")
+
+
+def write_compact_schedule(schedule: dict, path: Path, csv_path: Path | None = None) -> None:
+    """The schedule JSON without indentation: the C encoder is ~10x faster on 1000 jobs."""
+    from planner.atomic import write_text_atomic
+    from planner.schedule import schedule_csv
+
+    write_text_atomic(path, json.dumps(schedule, separators=(",", ":")) + "\n")
+    if csv_path is not None:
+        write_text_atomic(csv_path, schedule_csv(schedule))
 
 
 def _state_input(saved: dict | None, name: str, state_path: Path) -> Path | None:
