@@ -217,8 +217,12 @@ def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=N
 
 def _print_summary(result, policy: str, out_dir: Path) -> None:
     m = result.metrics
-    jct = m["jct_s"]
     status = "[green]ok[/]" if result.status == "ok" else f"[bold red]{result.status}[/]: {result.reason}"
+    if "jct_s" not in m:  # saturated before running
+        out.print(f"policy [bold]{policy}[/]: {status}")
+        out.print(f"wrote {out_dir / 'summary.json'}")
+        return
+    jct = m["jct_s"]
     start, end = m["window"]
     out.print(f"policy [bold]{policy}[/]: {status}; jobs {start}-{end - 1} measured, {m['window_finished']} finished")
     grid = Table(title="results")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterator
 
 from planner.cluster import Cluster, cluster_from_dict
@@ -119,17 +119,41 @@ class Workload:
         source = iter(self.generator)
         return itertools.islice(source, self.num_jobs) if self.num_jobs is not None else source
 
+    def offered_load(self, table: ThroughputTable, cluster: Cluster) -> float:
+        """For generated arrivals: the load a sample of the same stream puts on the cluster."""
+        if self.generator is None or self.generator.lam == 0:
+            return 0.0
+        sample = JobGenerator(table, replace(self.generator.config)).take(OFFERED_LOAD_SAMPLE)
+        return offered_load(sample, self.generator.config.rate_per_hour, table, cluster)
+
     def durations(self) -> dict[str, float]:
         return dict(self.generator.durations) if self.generator is not None else {}
 
 
-class _Feed:
-    """Engine source: every job up to time t, plus the next later one (for idle jumps)."""
+def check_fits(job: Job, table: ThroughputTable, cluster: Cluster) -> None:
+    if not any(table.solo(w, job.job_type) > 0 and cluster.capacity(w) >= job.scale_factor for w in cluster.names):
+        raise InputError(f"job {job.job_id} ({job.job_type.label}) needs {job.scale_factor} GPUs of a type "
+                         "where it can run; no worker type of the cluster has that", field="scale_factor")
 
-    def __init__(self, jobs: Iterator[Job]):
-        self._jobs = jobs
-        self._next: Job | None = next(self._jobs, None)
+
+class _Feed:
+    """Engine source: every job up to time t, plus the next later one (for idle jumps).
+
+    Each job is checked to fit some worker type as it is handed out: one that
+    fits nowhere would wait forever.
+    """
+
+    def __init__(self, jobs: Iterator[Job], table: ThroughputTable, cluster: Cluster):
+        self._stream = jobs
+        self.table, self.cluster = table, cluster
+        self._next: Job | None = self._take()
         self._last: Job | None = None
+
+    def _take(self) -> Job | None:
+        job = next(self._stream, None)
+        if job is not None:
+            check_fits(job, self.table, self.cluster)
+        return job
 
     def __call__(self, t: float | None) -> list[Job]:
         if self._next is None:
@@ -139,7 +163,7 @@ class _Feed:
         while self._next is not None and (self._last is None or self._last.arrival_s <= limit):
             self._last = self._next
             out.append(self._last)
-            self._next = next(self._jobs, None)
+            self._next = self._take()
         return out
 
 
@@ -170,6 +194,8 @@ def offered_load(jobs: list[Job], rate_per_hour: float, table: ThroughputTable, 
     """
     if not jobs or rate_per_hour <= 0:
         return 0.0
+    for job in jobs:
+        check_fits(job, table, cluster)
     mean = sum(job_demand_gpu_s(j, table, cluster) for j in jobs) / len(jobs)
     return rate_per_hour / 3600.0 * mean / cluster.total_gpus
 
@@ -203,10 +229,15 @@ def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
     if not config.round_s > 0:
         raise InputError(f"round length must be positive, got {config.round_s}", field="--round-length")
     start, end = _window(config, workload)
+    load = workload.offered_load(table, cluster)
+    if load >= 1.0:
+        reason = f"offered load {load:.2f} of the cluster's GPU time (>= 1): no policy can keep up"
+        return SimulationResult("saturated", reason, {"offered_load": load, "window": [start, end]}, [],
+                                asdict(config), workload.description)
     policy = make_policy(config.policy, method=config.solver_method, aggregate=config.aggregate,
                          seed=config.seed, gavel_compat=config.gavel_compat)
     engine_config = config.engine_config(policy.perf_aware)
-    feed = _Feed(workload.stream())
+    feed = _Feed(workload.stream(), table, cluster)
     engine = Engine(table, cluster, policy, engine_config, source=feed)
     started = time.perf_counter()
 
@@ -272,6 +303,7 @@ def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
     capacity = {w: cluster.capacity(w) for w in cluster.names}
     solves = [s for s in engine.solves if s.job_ids]
     metrics = {
+        "offered_load": load,
         "jct_s": distribution(window_jct.values()),
         "makespan_s": end_time,
         "utilisation": utilisation(engine.busy, capacity, end_time),

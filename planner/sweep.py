@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from planner.atomic import write_with
 from planner.errors import InputError
 from planner.metrics import distribution, rho
-from planner.simulate import (JOB_COLUMNS, SimulationConfig, Workload, offered_load, run_simulation)
+from planner.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
 from planner.trace import GeneratorConfig, JobGenerator
 
 RESULTS = "results.jsonl"
@@ -112,28 +112,17 @@ def _workload(spec: SweepSpec, point: Point, table) -> Workload:
                     description={"generator": asdict(gen.config), "num_jobs": point.num_jobs})
 
 
-def point_offered_load(spec: SweepSpec, point: Point) -> float:
-    if point.num_jobs is not None:
-        return 0.0
-    table, cluster = _inputs(spec)
-    jobs = JobGenerator(table, GeneratorConfig(seed=point.seed, multi_gpu=spec.multi_gpu)).take(2000)
-    return offered_load(jobs, point.rate, table, cluster)
-
-
 def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
     """Simulate one point; write its per-job CSV; return its results line."""
     table, cluster = _inputs(spec)
-    load = point_offered_load(spec, point)
-    base = {"key": point.key, **asdict(point), "offered_load": load}
-    if load >= 1.0:
-        return {**base, "status": "saturated",
-                "reason": f"offered load {load:.2f} of the cluster's GPU time (>= 1)", "metrics": None}
     config = SimulationConfig(policy=point.policy, round_s=spec.round_s, gavel_compat=spec.gavel_compat,
                               seed=point.seed, window=spec.window if point.num_jobs is None else None,
                               solver_method=spec.solver_method, max_active_jobs=spec.max_active_jobs)
     result = run_simulation(table, cluster, _workload(spec, point, table), config)
     write_job_csv(result.jobs, Path(out_dir) / "jobs" / f"{point.key}.csv")
-    return {**base, "status": result.status, "reason": result.reason, "metrics": result.metrics}
+    metrics = result.metrics if "jct_s" in result.metrics else None  # None: saturated before running
+    return {"key": point.key, **asdict(point), "offered_load": result.metrics.get("offered_load"),
+            "status": result.status, "reason": result.reason, "metrics": metrics}
 
 
 def write_job_csv(rows: list[dict], path: Path) -> None:

@@ -238,7 +238,8 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
             hint = " (old 7-column msr format is not supported)" if len(parts) == 7 else ""
             raise InputError(f"expected {len(TRACE_COLUMNS)} tab-separated columns "
                              f"({', '.join(TRACE_COLUMNS)}), found {len(parts)}{hint}",
-                             path=path, row=line_no, field="model" if len(parts) < 2 else TRACE_COLUMNS[min(len(parts), 10) - 1])
+                             path=path, row=line_no,
+                             field=TRACE_COLUMNS[len(parts)] if len(parts) < len(TRACE_COLUMNS) else None)
         label = parts[0].strip()
         steps = _trace_field(parts, 5, float, path=path, line=line_no, minimum=0)
         scale = _trace_field(parts, 6, int, path=path, line=line_no, minimum=1)
@@ -255,14 +256,14 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
             raise InputError(f"arrival time {arrival:g} is earlier than the previous line's {previous:g} "
                              "(a trace must be in arrival order)", path=path, row=line_no, field="arrival_s")
         previous = arrival
+        if biggest is not None and scale > biggest:
+            raise InputError(f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
+                             path=path, row=line_no, field="scale_factor")
         model, batch = split_model_label(label)
         job_type = JobType(model, batch, scale)
         if job_type not in known:
             raise InputError(f"job type {job_type.label!r} is not in the throughput table {table.path}",
                              path=path, row=line_no, field="model")
-        if biggest is not None and scale > biggest:
-            raise InputError(f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
-                             path=path, row=line_no, field="scale_factor")
         slo_s = None
         if slo > 0:  # a multiplier of the job's run time on the reference type (Gavel: of its duration)
             ref = default_reference_type(table, cluster)
