@@ -317,20 +317,30 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h"
 
 
-def _register_optional_commands() -> None:
-    """Commands whose modules live in other packages; they import torch lazily."""
-    try:
-        from profiler.cli import profile_command
-    except ImportError:
-        profile_command = None
-    if profile_command is not None:
-        app.command("profile")(user_errors(profile_command))
+def _register_commands() -> None:
+    """Commands that live in their own modules (the profiler's imports torch only when run)."""
     from planner.cli_estimate import estimate_command
+    from planner.cli_schedule import (export_command, plan_next_round_command, schedule_show_command,
+                                      schedule_validate_command)
+    from planner.cli_simulate import simulate_command, sweep_command, trace_generate_command
+    from profiler.cli import profile_command
 
+    app.command("profile")(user_errors(profile_command))
     table_app.command("estimate")(user_errors(estimate_command))
+    app.command("plan-next")(user_errors(plan_next_round_command))
+    app.command("simulate")(user_errors(simulate_command))
+    app.command("sweep")(user_errors(sweep_command))
+    trace_app = typer.Typer(no_args_is_help=True, help="Generate job traces (Gavel's generator).")
+    trace_app.command("generate")(user_errors(trace_generate_command))
+    app.add_typer(trace_app, name="trace")
+    app.command("export")(user_errors(export_command))
+    schedule_app = typer.Typer(no_args_is_help=True, help="Check and view schedule files.")
+    schedule_app.command("validate")(user_errors(schedule_validate_command))
+    schedule_app.command("show")(user_errors(schedule_show_command))
+    app.add_typer(schedule_app, name="schedule")
 
 
-_register_optional_commands()
+_register_commands()
 
 
 def main() -> None:
