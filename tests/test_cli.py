@@ -141,3 +141,21 @@ def test_plan_multi_level_fairness(tmp_path):
     assert json.loads(out.read_text())["policy"]["options"]["entity_weights"]["vision"] == 2.0
     result, _ = plan(tmp_path, "--policy", "max_min_fairness_water_filling_perf", "--entity-weights", "vision=2")
     assert result.exit_code == 2 and "no weight" in result.output
+
+
+def _leaf_commands(group, prefix=()):
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):  # a command group
+            yield from _leaf_commands(command, prefix + (name,))
+        else:
+            yield prefix + (name,)
+
+
+def test_every_command_has_help_with_an_example():
+    import typer.main
+
+    commands = list(_leaf_commands(typer.main.get_command(app)))
+    assert ("plan",) in commands and ("table", "estimate") in commands and ("simulate",) in commands
+    for command in commands:
+        result = runner.invoke(app, [*command, "--help"])
+        assert result.exit_code == 0 and "Example" in result.output, command
