@@ -218,3 +218,34 @@ def test_water_filling_dual_freeze_equals_gavel_milp(problem):
     dual = make_policy("max_min_fairness_water_filling_perf").allocate(problem)
     milp = make_policy("max_min_fairness_water_filling_perf", gavel_compat=True).allocate(problem)
     assert dual.info["levels"] == pytest.approx(milp.info["levels"], rel=3e-4, abs=1e-6)
+
+
+def test_packed_with_mixed_scale_factors():
+    records = []
+    for w, speed in (("fast", 2.0), ("slow", 1.0)):
+        for model in ("A", "B"):
+            for s in (1, 2):
+                records.append(dict(worker_type=w, model=model, scale_factor=s, throughput=speed * s))
+            records.append(dict(worker_type=w, model=model, scale_factor=1, partner_model="B" if model == "A" else "A",
+                                throughput=speed * 0.8))
+        records += [dict(worker_type=w, model="A", scale_factor=2, partner_model="B", throughput=speed * 1.6),
+                    dict(worker_type=w, model="B", scale_factor=2, partner_model="A", throughput=speed * 1.6)]
+    table = ThroughputTable.from_records(records)
+    types = [JobType("A", None, 1), JobType("B", None, 1), JobType("A", None, 2), JobType("B", None, 2),
+             JobType("A", None, 1)]
+    tput = [[table.solo(w, jt) for w in ("fast", "slow")] for jt in types]
+    problem = make_problem(tput, [2, 2], scale=[jt.scale_factor for jt in types])
+    problem.job_types, problem.table = types, table
+    alloc = make_policy("max_min_fairness_packed", aggregate=False).allocate(problem)
+    scale = {jid: s for jid, s in zip(problem.job_ids, problem.scale)}
+    for (a, b), row in alloc.pair_x.items():
+        assert scale[a] == scale[b]  # pairs only between equal scale factors
+    per_job = alloc.x.sum(axis=1).copy()
+    gpus = (problem.scale[:, None] * alloc.x).sum(axis=0)
+    for (a, b), row in alloc.pair_x.items():
+        per_job[problem.job_ids.index(a)] += row.sum()
+        per_job[problem.job_ids.index(b)] += row.sum()
+        gpus += scale[a] * row
+    assert (per_job <= 1 + 1e-6).all() and (gpus <= problem.capacity + 1e-6).all()
+    grouped = make_policy("max_min_fairness_packed").allocate(problem)
+    assert grouped.objective == pytest.approx(alloc.objective, rel=1e-5)
