@@ -190,12 +190,16 @@ def _check_round(rnd: dict, r: int, cluster: Cluster, jobs: dict, done: dict[str
                     out.append(Violation("pair", f"no co-located throughput for {types[0].label} with "
                                                  f"{types[1].label} on {w} in the table", r))
         for jid in known:
+            if math.isnan(done[jid]):
+                continue
             n = a["planned_steps"][jid]
             if not _number(n) or n <= 0:
                 out.append(Violation("steps", f"{jid}: planned steps {n!r} must be a positive number", r))
                 continue
             left = float(jobs[jid]["total_steps"]) - done[jid]
             if n > math.ceil(left - 1e-9) + EPS:
-                out.append(Violation("steps", f"{jid} plans {n:g} steps but has {max(left, 0.0):g} left", r))
+                out.append(Violation("steps", f"{jid} plans {n:g} steps but has {max(left, 0.0):g} left "
+                                              "(its later rounds are not checked)", r))
+                done[jid] = math.nan  # one report per job, not one per later round
             done[jid] += n
     return out

@@ -108,6 +108,9 @@ def manifest(context: ExportContext, rnd: dict, a: dict, *, gang: str, queue: st
         spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": len(pods), "maxRetry": 1}
         if queue:
             spec["queue"] = queue
+        # A pod ended by the round's deadline ends the gang; the next round starts it afresh.
+        spec["policies"] = [{"event": "PodFailed", "action": "TerminateJob"},
+                            {"event": "PodEvicted", "action": "TerminateJob"}]
         spec["tasks"] = [{"name": f"node{k}", "replicas": 1, "template": pod} for k, pod in enumerate(pods)]
         return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec}
     meta["labels"][QUEUE_LABEL] = queue or "default"
@@ -190,6 +193,10 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_VOLCANO_EVENTS = {"*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted",
+                   "TaskFailed", "OutOfSync", "CommandIssued", "JobUpdated"}
+_VOLCANO_ACTIONS = {"AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob", "ResumeJob",
+                    "SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue"}
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mun]|e[0-9]+)?$")
 
 
@@ -331,7 +338,13 @@ def check_manifest(doc: Any) -> list[str]:
         c.job_spec(spec, "spec")
     elif kind == ("batch.volcano.sh/v1alpha1", "Job"):
         if c.fields(spec, "spec", {"schedulerName": False, "minAvailable": True, "queue": False,
-                                   "maxRetry": False, "tasks": True}):
+                                   "maxRetry": False, "policies": False, "tasks": True}):
+            for k, pol in enumerate(spec.get("policies", [])):
+                if c.fields(pol, f"spec.policies[{k}]", {"event": True, "action": True}):
+                    if pol["event"] not in _VOLCANO_EVENTS:
+                        c.fail(f"spec.policies[{k}].event", f"unknown event {pol['event']!r}")
+                    if pol["action"] not in _VOLCANO_ACTIONS:
+                        c.fail(f"spec.policies[{k}].action", f"unknown action {pol['action']!r}")
             c.string(spec, "schedulerName", "spec")
             c.string(spec, "queue", "spec")
             c.integer(spec, "minAvailable", "spec", 1)
