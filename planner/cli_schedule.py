@@ -17,8 +17,7 @@ from rich.table import Table
 
 from planner.errors import InputError
 
-out = Console()
-err = Console(stderr=True)
+console = Console()
 
 
 # --------------------------------------------------------------------------- export
@@ -28,8 +27,8 @@ def export_command(
                                           show_default=False)],
     schedule: Annotated[Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE",
                                              show_default=False)],
-    out_dir: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launcher files into.",
-                                          show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launcher files into.",
+                                      show_default=False)],
     cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")]
     = None,
     jobs: Annotated[Optional[Path], typer.Option(help="Job list with a 'command' column (default: the schedule's).")]
@@ -78,14 +77,14 @@ def export_command(
                    sbatch_options=list(sbatch_option or []), gang=gang, queue=queue, namespace=namespace, image=image,
                    label_key=label_key, gpu_product=list(gpu_product or []), gpu_resource=gpu_resource,
                    pin_nodes=pin_nodes, accelerator_type=list(accelerator_type or []), node_resource=node_resource)
-    written = export_schedule(fmt, context, out_dir, **options)
+    written = export_schedule(fmt, context, out, **options)
     if as_json:
-        out.print_json(json.dumps({"format": fmt, "out": str(out_dir), "files": [str(p) for p in written]}))
+        console.print_json(json.dumps({"format": fmt, "out": str(out), "files": [str(p) for p in written]}))
         return
     rounds = len(context.schedule["rounds"])
-    out.print(f"wrote {len(written)} file(s) for {fmt} under {out_dir} ({rounds} round(s))")
+    console.print(f"wrote {len(written)} file(s) for {fmt} under {out} ({rounds} round(s))")
     for note in context.skipped:
-        out.print(f"note: skipped {note}")
+        console.print(f"note: skipped {note}")
 
 
 # --------------------------------------------------------------------------- validate
@@ -111,21 +110,21 @@ def schedule_validate_command(
                            need_table=True)
     problems = context.violations()
     if as_json:
-        out.print_json(json.dumps({"schedule": str(schedule), "valid": not problems, "skipped": context.skipped,
+        console.print_json(json.dumps({"schedule": str(schedule), "valid": not problems, "skipped": context.skipped,
                                    "violations": [v.to_dict() for v in problems]}))
     else:
         for note in context.skipped:
-            out.print(f"note: skipped {note}")
+            console.print(f"note: skipped {note}")
         if problems:
             grid = Table(title=f"{schedule}: {len(problems)} violation(s)")
             for column in ("round", "rule", "what"):
                 grid.add_column(column)
             for v in problems:
                 grid.add_row("-" if v.round is None else str(v.round), v.kind, v.message)
-            out.print(grid)
+            console.print(grid)
         else:
             n = sum(len(r["assignments"]) for r in context.schedule["rounds"])
-            out.print(f"[green]ok[/] {schedule}: {len(context.schedule['rounds'])} rounds, {n} assignments")
+            console.print(f"[green]ok[/] {schedule}: {len(context.schedule['rounds'])} rounds, {n} assignments")
     if problems:
         raise typer.Exit(1)
 
@@ -151,13 +150,13 @@ def schedule_show_command(
     context = load_context(schedule, cluster=cluster, need_commands=False)
     chosen = _round_slice(context.schedule["rounds"], rounds)
     for renderable in timeline_tables(context.schedule, context.cluster, chosen):
-        out.print(renderable)
+        console.print(renderable)
     if rounds is None and len(chosen) < len(context.schedule["rounds"]):
-        out.print(f"(rounds {chosen[0]['index']}-{chosen[-1]['index']} of {len(context.schedule['rounds'])}; "
+        console.print(f"(rounds {chosen[0]['index']}-{chosen[-1]['index']} of {len(context.schedule['rounds'])}; "
                   "see more with --rounds FIRST:LAST)")
     if plot is not None:
         plot_gantt(context.schedule, context.cluster, chosen if rounds else context.schedule["rounds"], plot)
-        out.print(f"wrote {plot}")
+        console.print(f"wrote {plot}")
 
 
 def job_codes(schedule: dict) -> dict[str, str]:
@@ -348,10 +347,10 @@ def plan_next_round_command(
                "waiting_jobs": result.schedule["next_round"]["waiting_jobs"], "notes": result.notes,
                "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()}}
     if as_json:
-        out.print_json(json.dumps(summary))
+        console.print_json(json.dumps(summary))
         return
     for note in result.notes:
-        out.print(f"note: {note}")
+        console.print(f"note: {note}")
     for rnd in result.schedule["rounds"]:
         grid = Table(title=f"round {rnd['index']}: {rnd['start_s']:.0f} s - {rnd['end_s']:.0f} s")
         for column in ("jobs", "worker type", "GPUs", "planned steps"):
@@ -360,10 +359,10 @@ def plan_next_round_command(
             grid.add_row("+".join(a["jobs"]), a["worker_type"],
                          ", ".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"]),
                          ", ".join(str(n) for n in a["planned_steps"].values()))
-        out.print(grid)
+        console.print(grid)
     if result.done:
-        out.print("every job has finished; nothing left to plan")
-    out.print(f"wrote {out_path} and {state_out or state} in {result.timings['total_s'] * 1000:.0f} ms")
+        console.print("every job has finished; nothing left to plan")
+    console.print(f"wrote {out_path} and {state_out or state} in {result.timings['total_s'] * 1000:.0f} ms")
 
 
 def write_compact_schedule(schedule: dict, path: Path, csv_path: Path | None = None) -> None:

@@ -116,10 +116,6 @@ def rounds_from(by_round: dict[int, list[dict]], schedule_path: Path) -> list[di
             for i in sorted(by_round)]
 
 
-def order_like(rounds: list[dict], schedule_path: Path) -> list[dict]:
-    return rounds  # normalised() sorts assignments; kept for readability
-
-
 # ----------------------------------------------------------------- Slurm
 
 def sbatch_components(text: str) -> list[dict[str, str]]:

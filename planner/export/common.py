@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shlex
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -344,7 +343,3 @@ def header(context: ExportContext, what: str, comment: str = "#") -> str:
              "Contract: SIGTERM ROTA_GRACE_S seconds before the round ends -> write a checkpoint and exit;",
              "the next round that lists the job restarts its command, which resumes from that checkpoint."]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"
-
-
-def is_executable(path: Path) -> bool:
-    return bool(path.stat().st_mode & stat.S_IXUSR)
