@@ -165,16 +165,26 @@ def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
 @app.command("plan")
 @user_errors
 def plan(
-    table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv or .parquet)."),
-    jobs: Path = typer.Option(..., "--jobs", "-j", help="Job list (.csv or .json)."),
-    cluster: Path = typer.Option(..., "--cluster", "-c", help="Cluster spec (.yaml or .json)."),
-    policy: str = typer.Option("max_min_fairness_perf", "--policy", "-p", help="Policy name (see 'rota policies')."),
+    table: Optional[Path] = typer.Option(None, "--table", "-t", help="Throughput table (.csv or .parquet)."),
+    jobs: Optional[Path] = typer.Option(None, "--jobs", "-j", help="Job list (.csv or .json)."),
+    cluster: Optional[Path] = typer.Option(None, "--cluster", "-c", help="Cluster spec (.yaml or .json)."),
+    policy: Optional[str] = typer.Option(None, "--policy", "-p",
+                                         help="Policy name (see 'rota policies'); default max_min_fairness_perf."),
+    state: Optional[Path] = typer.Option(None, "--state", "-s",
+                                         help="Next-round mode: planner state to continue from (created on the first "
+                                              "call, then updated); plans --rounds (default 1) rounds. "
+                                              "Same as 'rota plan-next'."),
+    progress: Optional[Path] = typer.Option(None, "--progress",
+                                            help="Next-round mode: progress reported by the launcher "
+                                                 "(see docs/launchers.md)."),
     out_path: Path = typer.Option(Path("schedule.json"), "--out", "-o", help="Schedule JSON to write."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the flat per-GPU CSV view."),
     rounds: Optional[int] = typer.Option(None, "--rounds", "-k", min=1,
                                          help="Write only the first K rounds (default: until all jobs finish)."),
-    round_s: float = typer.Option(360.0, "--round-length", help="Round length tau in seconds.", min=1.0),
-    method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm (interior point) or simplex."),
+    round_s: Optional[float] = typer.Option(None, "--round-length", min=1.0,
+                                            help="Round length tau in seconds (default 360)."),
+    method: Optional[str] = typer.Option(None, "--solver-method",
+                                         help="HiGHS method: ipm (interior point, default) or simplex."),
     no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."),
     seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo, gandiva)."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat",
@@ -191,7 +201,24 @@ def plan(
 
     Example: rota plan --table data/throughputs.csv --jobs data/jobs.csv
     --cluster data/cluster.yaml --policy max_min_fairness_perf --out schedule.json --csv schedule.csv
+
+    Next round only, from a saved state: rota plan --state state.json --progress progress.json --rounds 1
     """
+    if state is not None:
+        from planner.cli_schedule import plan_next_round_command
+
+        return plan_next_round_command(state=state, table=table, jobs=jobs, cluster=cluster, policy=policy,
+                                       progress=progress, rounds=rounds or 1, out_path=out_path, state_out=None,
+                                       csv_path=csv_path, round_s=round_s, method=method, seed=seed,
+                                       as_json=as_json)
+    if progress is not None:
+        raise InputError("--progress needs --state (next-round mode)", field="--progress")
+    for value, option in ((table, "--table"), (jobs, "--jobs"), (cluster, "--cluster")):
+        if value is None:
+            raise InputError("is required (or use --state for next-round mode)", field=option)
+    policy = policy or "max_min_fairness_perf"
+    round_s = 360.0 if round_s is None else round_s
+    method = method or "ipm"
     from planner.cluster import read_cluster
     from planner.engine import EngineConfig, run_engine
     from planner.jobs import read_jobs

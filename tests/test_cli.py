@@ -159,3 +159,28 @@ def test_every_command_has_help_with_an_example():
     for command in commands:
         result = runner.invoke(app, [*command, "--help"])
         assert result.exit_code == 0 and "Example" in result.output, command
+
+
+def test_plan_state_mode_continues_round_by_round(tmp_path):
+    state = tmp_path / "state.json"
+    full, full_out = plan(tmp_path, "--rounds", "3")
+    assert full.exit_code == 0, full.output
+    expected = json.loads(full_out.read_text())["rounds"]
+    got = []
+    for k in range(3):
+        extra = DEMO if k == 0 else []
+        out = tmp_path / f"r{k}.json"
+        result = runner.invoke(app, ["plan", "--state", str(state), *extra, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        got += json.loads(out.read_text())["rounds"]
+    strip = lambda rounds: [(r["index"], r["start_s"], r["end_s"], r["assignments"]) for r in rounds]  # noqa: E731
+    assert [(i, s, e) for i, s, e, _ in strip(got)] == [(i, s, e) for i, s, e, _ in strip(expected)]
+    for a, b in zip(got, expected):
+        key = lambda r: sorted((x["jobs"], x["worker_type"], [(g["node"], g["gpu"]) for g in x["gpus"]],  # noqa: E731
+                                sorted(x["planned_steps"].items())) for x in r["assignments"])
+        assert key(a) == key(b)
+
+
+def test_plan_needs_inputs_without_state(tmp_path):
+    result = runner.invoke(app, ["plan", "--out", str(tmp_path / "s.json")])
+    assert result.exit_code == 2 and "--table" in result.output
