@@ -67,7 +67,8 @@ def build_schedule(result: EngineResult, *, inputs: dict[str, str | os.PathLike]
             for r in kept
         ],
         "rounds_total": len(result.rounds),
-        "jobs": {jid: {"arrival_s": o.job.arrival_s, "total_steps": o.job.total_steps,
+        "jobs": {jid: {"model": o.job.job_type.model, "batch_size": o.job.job_type.batch_size,
+                       "command": o.job.command, "arrival_s": o.job.arrival_s, "total_steps": o.job.total_steps,
                        "steps_done_at_start": o.job.steps_done, "expected_finish_s": o.finish_s,
                        "scale_factor": o.job.scale_factor}
                  for jid, o in result.outcomes.items()},

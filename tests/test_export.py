@@ -391,9 +391,15 @@ def test_missing_command_column(packed_schedule, tmp_path):
     jobs = tmp_path / "jobs.csv"
     text = (DATA / "jobs.csv").read_text().splitlines()
     jobs.write_text("\n".join(line.rsplit(",", 1)[0] for line in text) + "\n")  # drop the command column
+    # a schedule that carries no commands either (rota plan copies them from the job list)
+    schedule = json.loads(packed_schedule.read_text())
+    for info in schedule["jobs"].values():
+        info.pop("command", None)
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(schedule))
     with pytest.raises(InputError, match=r"jobs.csv: row \d+: field 'command': no command for job"):
-        load_context(packed_schedule, jobs=jobs)
-    ctx = load_context(packed_schedule, jobs=jobs, default_command="python train.py")
+        load_context(bare, jobs=jobs)
+    ctx = load_context(bare, jobs=jobs, default_command="python train.py")
     assert set(ctx.commands.values()) == {"python train.py"}
 
 
