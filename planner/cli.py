@@ -219,7 +219,7 @@ def plan(
     policy = policy or "max_min_fairness_perf"
     round_s = 360.0 if round_s is None else round_s
     method = method or "ipm"
-    from planner.cluster import read_cluster
+    from planner.cluster import read_cluster, require_table_rows
     from planner.engine import EngineConfig, run_engine
     from planner.jobs import read_jobs
     from planner.policies import make_policy
@@ -231,10 +231,7 @@ def plan(
         raise InputError(f"unknown solver method {method!r}; use one of {', '.join(METHODS)}", field="--solver-method")
     spec = read_cluster(cluster)
     thr = read_table(table)
-    missing = [w for w in spec.names if w not in thr.worker_types]
-    if missing:
-        raise InputError(f"worker type(s) {', '.join(missing)} of cluster {cluster} have no rows in the table",
-                         path=table, field="worker_type")
+    require_table_rows(spec, thr, table)
     job_list = read_jobs(jobs, table=thr, cluster=spec)
     weights = _parse_mapping(entity_weights, "--entity-weights", float) if entity_weights else None
     inside = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}

@@ -310,7 +310,7 @@ def plan_next_round_command(
     one K-round plan. Example: rota plan-next --state state.json --jobs data/jobs.csv
     --table data/throughputs.csv --cluster data/cluster.yaml --out round.json
     """
-    from planner.cluster import read_cluster
+    from planner.cluster import read_cluster, require_table_rows
     from planner.jobs import read_jobs
     from planner.next_round import next_round
     from planner.state import read_progress, read_state, write_state
@@ -323,10 +323,7 @@ def plan_next_round_command(
         raise InputError(f"no state yet at {state}: give --jobs, --table and --cluster to start", field="--state")
     spec = read_cluster(cluster_path)
     thr = read_table(table_path)
-    missing = [w for w in spec.names if w not in thr.worker_types]
-    if missing:
-        raise InputError(f"worker type(s) {', '.join(missing)} of cluster {cluster_path} have no rows in the table",
-                         path=table_path, field="worker_type")
+    require_table_rows(spec, thr, table_path)
     job_list = read_jobs(jobs, table=thr, cluster=spec) if jobs is not None else None
     reported = read_progress(progress) if progress is not None else None
     options: dict = {}

@@ -129,3 +129,11 @@ def read_cluster(path: str | os.PathLike) -> Cluster:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
     return cluster_from_dict(data, path=path)
+
+
+def require_table_rows(cluster: Cluster, table, table_path: object) -> None:
+    """Every worker type of the cluster must appear in the throughput table."""
+    missing = [w for w in cluster.names if w not in table.worker_types]
+    if missing:
+        raise InputError(f"worker type(s) {', '.join(missing)} of cluster {cluster.path} have no rows in the table",
+                         path=table_path, field="worker_type")

@@ -21,7 +21,7 @@ from planner.errors import InputError
 from planner.jobs import Job
 from planner.mechanism import Key, Placement, RoundMechanism, visiting_order
 from planner.policies.base import Allocation, Policy
-from planner.problem import Problem, build_problem
+from planner.problem import build_problem
 from planner.table import ThroughputTable
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from planner.atomic import write_text_atomic
 from planner.errors import InputError
-from planner.table import COLUMNS, JobType, ThroughputTable, model_label, split_model_label
+from planner.files import read_json
+from planner.table import COLUMNS, ThroughputTable, model_label, split_model_label
 
 
 def _parse_key(key: str, *, path, where: str) -> tuple[str, int]:
@@ -45,12 +46,7 @@ def _row(worker_type: str, name: str, scale: int, partner: str | None, value: An
 
 def import_gavel(path: str | os.PathLike) -> ThroughputTable:
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc}", path=path) from None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise InputError("top level must be an object {worker_type: {...}}", path=path)
     records = []

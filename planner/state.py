@@ -29,6 +29,7 @@ from planner.atomic import write_text_atomic
 from planner.cluster import Cluster
 from planner.engine import Engine, EngineConfig, JobOutcome, Solve
 from planner.errors import InputError
+from planner.files import read_json
 from planner.jobs import Job
 from planner.mechanism import Placement
 from planner.policies.base import Allocation
@@ -327,12 +328,7 @@ def check_state(state: Any, path: object = "<state>") -> None:
 
 def read_state(path: str | os.PathLike) -> dict:
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"cannot parse: {exc}", path=path) from None
+    state = read_json(path)
     check_state(state, path)
     return state
 

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 from planner.atomic import write_text_atomic
 from planner.cluster import Cluster, read_cluster
 from planner.errors import InputError
+from planner.files import read_json
 from planner.schedule_check import SCHEDULE_FORMAT, Violation, check_schedule
 from planner.table import JobType, ThroughputTable
 
@@ -50,12 +51,7 @@ class ExportContext:
 
 def read_schedule(path: str | os.PathLike) -> dict:
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"cannot parse: {exc}", path=path) from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
         found = data.get("format") if isinstance(data, dict) else None
         raise InputError(f"unsupported format {found!r} (expected {SCHEDULE_FORMAT})", path=path, field="format")

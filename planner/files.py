@@ -1,0 +1,22 @@
+"""Reading user files with one-line errors (writes live in planner/atomic.py)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputError
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parsed JSON, or InputError naming the file (missing, unreadable, bad JSON)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc}", path=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", path=path) from None
