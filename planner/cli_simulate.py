@@ -325,7 +325,7 @@ def sweep_command(
         fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
         grid.add_row(r["policy"], load, str(r["seed"]), r["status"], fmt(r["avg_jct_h"]), fmt(r["p99_jct_h"]),
                      fmt(r["makespan_h"]), fmt(r["utilisation"], ".3f"), fmt(r["wall_s"], ".1f"))
-    out.print(grid)
+    out.print(grid, width=max(out.width, 110))
     out.print(f"wrote {out_dir / 'summary.csv'}" + (f" and {len(plots)} plot files" if plots else ""))
 
 
