@@ -91,4 +91,4 @@ def test_parsing_and_errors():
 
 def test_estimate_counts_startup_and_budget():
     tasks = build_plan([CPU2], Selection(models=("LM",), batch_sizes=(5,), pairs="none", scale_factors=(1,)))
-    assert estimate_s(tasks, 10.0) == pytest.approx(13.5)
+    assert estimate_s(tasks, 10.0) == pytest.approx(15.0)

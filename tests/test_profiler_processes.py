@@ -17,15 +17,16 @@ def job(builder: str, **options) -> WorkerJob:
 def test_solo_reports_the_known_step_time():
     (r,) = run_group([job("build_busy", step_s=0.004)], "solo", timeout_s=60)
     assert r.status == "ok", r.message
-    assert r.step_time_median_s == pytest.approx(0.004, rel=0.2)
+    assert 0.004 <= r.step_time_median_s < 0.008  # busy-wait: exact unless descheduled
     assert r.samples_per_step == 8 and r.n_steps > 0 and r.windows >= 4
 
 
 def test_pair_measures_both_sides_while_both_run():
     a, b = run_group([job("build_busy", step_s=0.003), job("build_busy", step_s=0.011)], "pair", timeout_s=60)
     assert a.status == b.status == "ok", (a.message, b.message)
-    assert a.step_time_median_s == pytest.approx(0.003, rel=0.3)
-    assert b.step_time_median_s == pytest.approx(0.011, rel=0.3)
+    # A busy-wait step never takes less than asked; it takes more only if descheduled.
+    assert 0.003 <= a.step_time_median_s < b.step_time_median_s
+    assert b.step_time_median_s >= 0.011
     # One side stopped the pair; the other's windows were cut to the overlap.
     assert {a.stop_reason, b.stop_reason} & {"partner", "converged"}
 

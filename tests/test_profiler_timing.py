@@ -109,9 +109,9 @@ def test_coordinator_can_discard_a_window():
 def test_real_clock_against_a_known_step_time():
     cfg = TimingConfig(warmup_steps=2, window_s=0.05, min_windows=5, budget_s=1.5, target_spread=0.05)
     m = measure(lambda: spin(0.004), cfg, clock=HostClock())
-    # Busy-waiting is exact to microseconds; allow for a descheduled window on a busy CI box.
-    assert m.median == pytest.approx(0.004, rel=0.1)
-    assert m.steps_per_s == pytest.approx(250, rel=0.25)
+    # Busy-waiting is exact to microseconds; only a descheduled step can be longer.
+    assert 0.004 <= m.median < 0.006
+    assert 150 < m.steps_per_s <= 250
 
 
 def test_config_validation():
