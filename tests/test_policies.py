@@ -142,3 +142,10 @@ def test_unknown_policy_names_the_choices():
     from planner.errors import InputError
     with pytest.raises(InputError, match="max_min_fairness_perf"):
         make_policy("nope")
+
+
+def test_fifo_gavel_compat_reproduces_the_last_type_bug():
+    # spec §4.4: 6 jobs on {k80:2, p100:2, v100:2} -> all six get v100 = 1.0
+    problem = make_problem([[1.0, 2.0, 3.0]] * 6, [2, 2, 2], names=["k80", "p100", "v100"])
+    x = make_policy("fifo", gavel_compat=True).allocate(problem).x
+    assert x.tolist() == [[0.0, 0.0, 1.0]] * 6

@@ -21,6 +21,7 @@ from planner.problem import Problem
 class Fifo:
     perf_aware: bool = True
     seed: int = 0
+    gavel_compat: bool = False  # fifo only: Gavel's bug, every queued job on the last spec type
     fifo: bool = True
     _previous: dict[str, int] = field(default_factory=dict, repr=False)
 
@@ -51,6 +52,17 @@ class Fifo:
                     placed.add(i)
         for i in order:
             if i in placed:
+                continue
+            if self.gavel_compat and not self.perf_aware:
+                # Gavel HEAD draws a type but keeps the loop variable: the last type of the
+                # cluster spec, even past its capacity (spec §4.4); other types never run FIFO jobs.
+                if not any(free[j] >= scale[i] for j in range(m)):
+                    break
+                j = m - 1
+                if tput[i, j] > 0:
+                    x[i, j] = 1.0
+                    free[j] -= scale[i]
+                    placed.add(i)
                 continue
             fits = [j for j in range(m) if free[j] >= scale[i] and tput[i, j] > 0]
             if not fits:
