@@ -122,6 +122,9 @@ def simulate_command(
     cluster: str = typer.Option(..., "--cluster", "-c",
                                 help="Cluster file (.yaml/.json) or inline: 36:36:36 (v100:p100:k80), v100=4,k80=8."),
     policy: str = typer.Option("max_min_fairness_perf", "--policy", "-p", help="Policy name (see 'rota policies')."),
+    decision_table: Optional[Path] = typer.Option(None, "--decision-table",
+                                                  help="Table the policy decides on (e.g. from 'rota table "
+                                                       "estimate'); jobs progress at --table's throughputs."),
     trace: Optional[Path] = typer.Option(None, "--trace", help="Replay a Gavel .trace or a rota job list (.csv/.json)."),
     num_jobs: Optional[int] = typer.Option(None, "--num-jobs", "-n", min=1,
                                            help="Generate this many jobs (with --rate 0: a static trace)."),
@@ -161,6 +164,7 @@ def simulate_command(
     if method not in METHODS:
         raise InputError(f"unknown solver method {method!r}; use one of {', '.join(METHODS)}", field="--solver-method")
     thr = load_table(table)
+    decide = None if decision_table is None else load_table(decision_table)
     spec = load_cluster(cluster)
     if trace is not None and num_jobs is not None:
         raise InputError("give either --trace or generator options (--num-jobs / --rate), not both", field="--trace")
@@ -186,10 +190,12 @@ def simulate_command(
         iso = SimulationConfig(**{**asdict(config), "policy": "isolated"})
         ref = _run_with_progress(thr, spec, workload(), iso, "isolated (rho reference)", quiet=as_json)
         reference = {r["job_id"]: r["jct_s"] for r in ref.jobs if r["jct_s"] is not None}
-    result = _run_with_progress(thr, spec, workload(), config, policy, quiet=as_json, reference=reference)
+    result = _run_with_progress(thr, spec, workload(), config, policy, quiet=as_json, reference=reference,
+                                decision_table=decide)
 
     summary = {"format": "rota.simulation/v1", "status": result.status, "reason": result.reason,
-               "inputs": {"table": str(table), "cluster": cluster, "trace": None if trace is None else str(trace)},
+               "inputs": {"table": str(table), "cluster": cluster, "trace": None if trace is None else str(trace),
+                          "decision_table": None if decision_table is None else str(decision_table)},
                "config": result.config, "workload": result.workload, "metrics": result.metrics}
     write_job_csv(result.jobs, out_dir / "jobs.csv")
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
@@ -199,7 +205,7 @@ def simulate_command(
     _print_summary(result, policy, out_dir)
 
 
-def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None):
+def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from planner.simulate import run_simulation
@@ -212,7 +218,8 @@ def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=N
         def progress(now, done, total, active):
             bar.update(task, completed=done, total=total or None, sim_h=now / 3600, active=active)
 
-        return run_simulation(thr, spec, workload, config, progress=progress, reference_jct=reference)
+        return run_simulation(thr, spec, workload, config, progress=progress, reference_jct=reference,
+                              decision_table=decision_table)
 
 
 def _print_summary(result, policy: str, out_dir: Path) -> None:

@@ -102,11 +102,16 @@ class Engine:
 
     def __init__(self, table: ThroughputTable, cluster: Cluster, policy: Policy,
                  config: EngineConfig | None = None, jobs: list[Job] = (),
-                 source: Callable[[float | None], list[Job]] | None = None):
+                 source: Callable[[float | None], list[Job]] | None = None,
+                 decision_table: ThroughputTable | None = None):
         """`source(t)`, if given, is asked for new jobs before every admission at time t
         (None before the first job): it must return every not yet submitted job arriving
-        at or before t, plus the next later one when there is one (lazy, endless traces)."""
+        at or before t, plus the next later one when there is one (lazy, endless traces).
+
+        `decision_table`, if given, is what the policy sees (e.g. estimated co-locations);
+        progress always follows `table`, the true throughputs."""
         self.table, self.cluster, self.policy = table, cluster, policy
+        self.decision_table = table if decision_table is None else decision_table
         self.config = config or EngineConfig()
         self.types = cluster.names
         self.mech = RoundMechanism(cluster, self.config.round_s)
@@ -122,7 +127,7 @@ class Engine:
         self.n_rounds = 0
         self.t: float | None = None
         self.source = source
-        self._rates: dict[Key, list[tuple[float, ...]]] = {}  # per entry, per type; throughputs never change
+        self._rates: dict[Key, list[tuple[float, ...]]] = {}  # per entry, per type, from the true table
         self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
         self.submit(list(jobs))
@@ -177,7 +182,7 @@ class Engine:
         current = list(self.active.values())
         remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
                      for jid in self.active}
-        problem = build_problem(current, self.table, self.cluster, now=t, remaining=remaining)
+        problem = build_problem(current, self.decision_table, self.cluster, now=t, remaining=remaining)
         allocation = self.policy.allocate(problem)
         alloc = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
         for pair, row in (allocation.pair_x or {}).items():

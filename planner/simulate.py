@@ -220,12 +220,18 @@ Progress = Callable[[float, int, int, int], None]  # (simulated s, window jobs d
 
 def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
                    config: SimulationConfig, *, progress: Progress | None = None,
-                   reference_jct: dict[str, float] | None = None) -> SimulationResult:
-    """Simulate; `reference_jct` (job id -> JCT under `isolated`) adds the rho metrics."""
-    missing = [w for w in cluster.names if w not in table.worker_types]
-    if missing:
-        raise InputError(f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
-                         path=table.path, field="worker_type")
+                   reference_jct: dict[str, float] | None = None,
+                   decision_table: ThroughputTable | None = None) -> SimulationResult:
+    """Simulate; `reference_jct` (job id -> JCT under `isolated`) adds the rho metrics.
+
+    `decision_table` (e.g. with estimated co-locations) is what the policy decides on;
+    jobs progress at the throughputs of `table`, the true ones. None: `table` for both.
+    """
+    for checked in (table,) if decision_table is None else (table, decision_table):
+        missing = [w for w in cluster.names if w not in checked.worker_types]
+        if missing:
+            raise InputError(f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
+                             path=checked.path, field="worker_type")
     if not config.round_s > 0:
         raise InputError(f"round length must be positive, got {config.round_s}", field="--round-length")
     start, end = _window(config, workload)
@@ -238,7 +244,7 @@ def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
                          seed=config.seed, gavel_compat=config.gavel_compat)
     engine_config = config.engine_config(policy.perf_aware)
     feed = _Feed(workload.stream(), table, cluster)
-    engine = Engine(table, cluster, policy, engine_config, source=feed)
+    engine = Engine(table, cluster, policy, engine_config, source=feed, decision_table=decision_table)
     started = time.perf_counter()
 
     status, reason = "ok", None
@@ -333,6 +339,7 @@ def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
         metrics["rho_above_1"] = (sum(v > 1 for v in ratios.values()) / len(ratios)) if ratios else None
     cfg = asdict(config)
     cfg["resolve_interval_s"] = config.resolve_interval
+    cfg["decision_table"] = None if decision_table is None else str(decision_table.path)
     cfg["engine"] = {k: v for k, v in asdict(engine_config).items()}
     return SimulationResult(status, reason, metrics, rows, cfg, workload.description)
 
