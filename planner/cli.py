@@ -294,13 +294,21 @@ def _parse_mapping(text: str, option: str, kind):
 
 
 def _estimated_throughputs_used(thr, job_list, spec) -> int:
-    used = {(w, j.job_type) for j in job_list for w in spec.names}
-    return sum(1 for r in thr.rows if r["status"] == "estimated" and r["partner_model"] is None
-               and (r["worker_type"], _jt(r)) in used)
+    """Estimated rows (solo or co-located) the plan could read: worker type in the cluster,
+    job type and partner job type among the job list's; an estimate clipped to 'failed' counts too."""
+    types, workers = {j.job_type for j in job_list}, set(spec.names)
+
+    def usable(r) -> bool:
+        partner = r["partner_model"] is None or _jt(r, partner=True) in types
+        return r["worker_type"] in workers and _jt(r) in types and partner
+
+    return sum(1 for r in thr.rows if "estimated" in (r["status"], r["source"]) and usable(r))
 
 
-def _jt(r):
+def _jt(r, partner: bool = False):
     from planner.table import JobType
+    if partner:
+        return JobType(r["partner_model"], r["partner_batch_size"], r["scale_factor"])
     return JobType(r["model"], r["batch_size"], r["scale_factor"])
 
 
