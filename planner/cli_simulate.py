@@ -158,7 +158,7 @@ def simulate_command(
     """
     from planner.atomic import write_text_atomic
     from planner.policies.lp import METHODS
-    from planner.simulate import SimulationConfig, Workload, run_simulation
+    from planner.simulate import SimulationConfig, Workload
     from planner.sweep import write_job_csv
 
     if method not in METHODS:
