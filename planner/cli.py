@@ -223,12 +223,13 @@ def plan(
     from planner.engine import EngineConfig, run_engine
     from planner.jobs import read_jobs
     from planner.policies import make_policy
-    from planner.policies.lp import METHODS
+    from planner.policies.lp import LP_METHODS
     from planner.schedule import build_schedule, write_schedule
     from planner.table import read_table
 
-    if method not in METHODS:
-        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(METHODS)}", field="--solver-method")
+    if method not in LP_METHODS:
+        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}",
+                         field="--solver-method")
     spec = read_cluster(cluster)
     thr = read_table(table)
     require_table_rows(spec, thr, table)

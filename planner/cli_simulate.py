@@ -157,12 +157,13 @@ def simulate_command(
     --policy max_min_fairness_perf --rate 2.4 --window 4000:5000 --gavel-compat --out sim/
     """
     from planner.atomic import write_text_atomic
-    from planner.policies.lp import METHODS
+    from planner.policies.lp import LP_METHODS
     from planner.simulate import SimulationConfig, Workload
     from planner.sweep import write_job_csv
 
-    if method not in METHODS:
-        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(METHODS)}", field="--solver-method")
+    if method not in LP_METHODS:
+        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}",
+                         field="--solver-method")
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)
     spec = load_cluster(cluster)

@@ -28,7 +28,8 @@ from planner.errors import SolverError
 # optimal face (like Gavel's ECOS) instead of a vertex; it is also the fastest
 # method on these LPs (see README, "Solver choice").
 DEFAULT_METHOD = "ipm"
-METHODS = ("ipm", "simplex", "mip", "mip-no-presolve")  # the mip ones: HiGHS branch and bound
+LP_METHODS = ("ipm", "simplex")  # what users choose between
+METHODS = LP_METHODS + ("mip", "mip-no-presolve")  # the mip ones: HiGHS branch and bound, internal
 
 
 @dataclass(frozen=True)
