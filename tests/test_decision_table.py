@@ -76,6 +76,17 @@ def test_simulation_with_a_decision_table_is_slower_when_the_estimate_is_wrong()
     assert all(r["steps_done"] == r["total_steps"] for r in fooled.jobs)
 
 
+def test_a_pair_that_fails_in_truth_is_never_placed():
+    rows = [{**r, "throughput": 0.0, "status": "oom"} if r["partner_model"] else r for r in TRUE.rows]
+    oom = ThroughputTable.from_records(rows)
+    engine = Engine(oom, CLUSTER, make_policy("max_min_fairness_packed"), EngineConfig(round_s=TAU),
+                    [Job(j.job_id, j.job_type, total_steps=3_000) for j in JOBS], decision_table=GUESS)
+    result = engine.run()
+    assert result.solves[0].allocation.pair_x  # the estimate made the policy pack them ...
+    assert all(len(p.jobs) == 1 for r in result.rounds for p in r.placements)  # ... but they ran alone
+    assert all(o.steps_done == 3_000 for o in result.outcomes.values())
+
+
 def test_simulate_command_takes_a_decision_table(tmp_path):
     from planner.table import write_table
 
