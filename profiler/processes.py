@@ -100,12 +100,10 @@ def run_group(jobs: Sequence[WorkerJob], mode: str, timeout_s: float,
             processes.append(process)
             conns.append(receive)
             logs.append(log_path)
-        _collect(processes, conns, logs, results, timeout_s)
-    except BaseException:
-        _stop(processes)
-        raise
+        if _collect(processes, conns, logs, results, timeout_s):
+            _let_exit(processes)  # all reported: let them tear down (NCCL, files) on their own
     finally:
-        _stop(processes)
+        _stop(processes)  # failures, timeouts, Ctrl-C: at once
         for c in conns:
             c.close()
         if store_dir:
@@ -115,7 +113,14 @@ def run_group(jobs: Sequence[WorkerJob], mode: str, timeout_s: float,
     return [r if r is not None else WorkerResult(status="failed", message="no result") for r in results]
 
 
-def _collect(processes, conns, logs, results, timeout_s: float) -> None:
+def _let_exit(processes, grace_s: float = 10.0) -> None:
+    deadline = time.monotonic() + grace_s
+    for p in processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+
+
+def _collect(processes, conns, logs, results, timeout_s: float) -> bool:
+    """Fill `results`; True when every process reported ok."""
     deadline = time.monotonic() + timeout_s
     while any(r is None for r in results):
         pending = [i for i, r in enumerate(results) if r is None]
@@ -132,10 +137,11 @@ def _collect(processes, conns, logs, results, timeout_s: float) -> None:
                 results[i] = _died(processes[i], logs[i])
         if any(r is not None and r.status != "ok" for r in results):
             _fill_stopped(results, "stopped: another process of this measurement failed")
-            return
+            return False
         if time.monotonic() >= deadline:
             _fill_stopped(results, f"timed out after {timeout_s:.0f} s")
-            return
+            return False
+    return True
 
 
 def _fill_stopped(results, message: str) -> None:
