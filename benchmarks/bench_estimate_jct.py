@@ -11,15 +11,18 @@ policy deciding on one table while jobs progress at the true throughputs:
 * estimated       - the ALS-completed table for decisions;
 * partner mean    - the same entries filled with the partner type's mean
                     factor on that worker type (no per-pair knowledge);
-* no interference - the same entries filled with factor 1 (pair = solo);
-* no packing      - `max_min_fairness_perf` on the true table (ignores pairs).
+* no interference - the same entries filled with factor 1 (pair = solo); first
+                    hide fraction and seed only (far off, and the slowest run);
+* no packing      - `max_min_fairness_perf` on the true table (ignores pairs);
+* with --failures-known also the ALS table with the entries that fail in truth
+  marked failed (what an estimator that predicted out-of-memory pairs would give).
 
 A hidden pair that failed in Gavel is estimated as runnable; the policy may
 allocate it, the mechanism finds it cannot run (true throughput 0) and skips it,
 as a real first co-location would. Reports average JCT over the window and its
 ratio to the oracle; writes benchmarks/results/estimate_jct.json.
 
-    python benchmarks/bench_estimate_jct.py [--quick] [--hide 0.5,0.8] [--jobs 2]
+    python benchmarks/bench_estimate_jct.py [--quick] [--failures-known] [--hide 0.5,0.8] [--jobs 2]
 """
 from __future__ import annotations
 
