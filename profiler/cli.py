@@ -18,7 +18,7 @@ from models.registry import GPT_SIZES
 from models.spec import SCALES
 from planner.errors import InputError
 from profiler import devices as devices_mod
-from profiler.plan import Selection, build_plan, parse_ints, parse_pairs, split_list
+from profiler.plan import PairSample, Selection, build_plan, parse_ints, parse_pairs, split_list
 from profiler.report import ProfileProgress, device_table, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.timing import TimingConfig
@@ -59,7 +59,9 @@ def profile_command(
     batch_sizes: Annotated[Optional[str], typer.Option(
         help="Comma-separated batch sizes to keep, e.g. '16,32' (A3C and CycleGAN have none and stay).")] = None,
     pairs: Annotated[str, typer.Option(
-        help="Co-located pairs at scale factor 1: 'all', 'none', or a list like 'ResNet-18@16+LM@5,A3C+CycleGAN'.")]
+        help="Co-located pairs at scale factor 1: 'all', 'none', a list like 'ResNet-18@16+LM@5,A3C+CycleGAN', "
+             "'reference:K' (every job type against K reference types) or 'budget:SECONDS' (as many references "
+             "as fit); the last two then estimate the other pairs into <out>-estimated.")]
         = "all",
     scale_factors: Annotated[str, typer.Option(
         help="Data-parallel scale factors to measure, capped by the devices of each type.")] = "1,2,4,8",
@@ -136,7 +138,7 @@ def _profile(a: ProfileArgs) -> None:
                           batch_sizes=parse_ints(a.batch_sizes, "--batch-sizes"),
                           pairs=parse_pairs(a.pairs),
                           scale_factors=parse_ints(a.scale_factors, "--scale-factors") or (1,),
-                          gpt_size=a.gpt_size)
+                          gpt_size=a.gpt_size, budget_s=a.budget)
     tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores), selection)
     if not tasks:
         raise InputError("nothing to measure with this selection", field="--models")
@@ -151,6 +153,21 @@ def _profile(a: ProfileArgs) -> None:
     if not devices_mod.torch_available():
         raise InputError("torch is not installed; install the profiler extra: pip install 'rota[profiler]'")
     _run(console, tasks, RunOptions(out=a.out, timing=timing, scale=a.scale, resume=a.resume, timeout_s=a.timeout))
+    if isinstance(selection.pairs, PairSample):
+        _estimate_rest(console, a.out)
+
+
+def _estimate_rest(console: Console, measured: Path) -> Path:
+    """Fill the pairs that were not measured; the measured table stays as it is."""
+    from planner.estimate import estimate_table
+    from planner.table import read_table, write_table
+
+    target = measured.with_name(f"{measured.stem}-estimated{measured.suffix}")
+    full, report = estimate_table(read_table(measured), partial=True)
+    write_table(full, target)
+    added = sum(1 for r in full.rows if r["status"] == "estimated")
+    console.print(f"estimated {added} co-location rows from the measured pairs → {target}")
+    return target
 
 
 def _show_devices(console: Console, found, as_json: bool) -> None:

@@ -88,12 +88,26 @@ class Task:
 
 
 @dataclass(frozen=True)
+class PairSample:
+    """Measure part of the pairs, estimate the rest (`rota table estimate`).
+
+    `reference:K`: every job type against K reference job types spread over the
+    model families; `budget:SECONDS`: the largest K whose pair measurements fit
+    in that many seconds (by the plan's own time estimate).
+    """
+
+    kind: str      # "reference" | "budget"
+    value: float
+
+
+@dataclass(frozen=True)
 class Selection:
     models: tuple[str, ...] | None = None          # None: every registered model
     batch_sizes: tuple[int, ...] | None = None     # None: every batch size
-    pairs: str | tuple[tuple[str, str], ...] = "all"   # "all" | "none" | explicit labels
+    pairs: str | tuple[tuple[str, str], ...] | PairSample = "all"   # "all" | "none" | labels | sample
     scale_factors: tuple[int, ...] = DEFAULT_SCALE_FACTORS
     gpt_size: str = "small"
+    budget_s: float = 10.0  # timed seconds per measurement: prices pairs for --pairs budget:S
     registry: tuple[WorkloadSpec, ...] = field(default=())  # override, for tests
 
     def workloads(self) -> tuple[WorkloadSpec, ...]:
@@ -131,10 +145,21 @@ def parse_job(text: str) -> tuple[str, int | None]:
     return split_model_label(text)
 
 
-def parse_pairs(text: str) -> str | tuple[tuple[str, str], ...]:
+def parse_pairs(text: str) -> str | tuple[tuple[str, str], ...] | PairSample:
     value = text.strip()
     if value.lower() in ("all", "none"):
         return value.lower()
+    kind, _, amount = value.partition(":")
+    if kind.strip().lower() in ("reference", "budget") and amount:
+        kind = kind.strip().lower()
+        try:
+            number = int(amount) if kind == "reference" else float(amount)
+        except ValueError:
+            raise InputError(f"expected {kind}:{'K' if kind == 'reference' else 'SECONDS'}, got {value!r}",
+                             field="--pairs") from None
+        if number <= 0:
+            raise InputError(f"{kind} must be positive, got {value!r}", field="--pairs")
+        return PairSample(kind, float(number))
     pairs = []
     for part in split_list(value):
         members = [m for m in part.split("+")]
@@ -178,7 +203,56 @@ def selected_jobs(selection: Selection) -> list[JobRef]:
     return jobs
 
 
-def _pair_list(selection: Selection, jobs: list[JobRef]) -> list[tuple[JobRef, JobRef]]:
+def reference_jobs(jobs: Sequence[JobRef], k: int) -> list[JobRef]:
+    """K job types that cover the space: one model after another, middle batch size first."""
+    by_model: dict[str, list[JobRef]] = {}
+    for job in jobs:
+        by_model.setdefault(job.model, []).append(job)
+    queues = []
+    for members in by_model.values():
+        ordered = sorted(members, key=lambda j: j.batch_size or 0)
+        middle = len(ordered) // 2
+        # middle first, then alternately one step further out on each side
+        spread = [ordered[middle]] + [ordered[i] for step in range(1, len(ordered))
+                                      for i in (middle - step, middle + step) if 0 <= i < len(ordered)]
+        queues.append(spread)
+    picked: list[JobRef] = []
+    while len(picked) < min(k, len(jobs)):
+        for queue in queues:
+            if queue and len(picked) < k:
+                picked.append(queue.pop(0))
+    return picked
+
+
+def _against(jobs: Sequence[JobRef], refs: Sequence[JobRef]) -> list[tuple[JobRef, JobRef]]:
+    unique: dict[frozenset, tuple[JobRef, JobRef]] = {}
+    for job in jobs:
+        for ref in refs:
+            unique.setdefault(frozenset((job, ref)), (job, ref))
+    return list(unique.values())
+
+
+def _sampled_pairs(sample: PairSample, jobs: list[JobRef], devices: Sequence[DeviceType],
+                   budget_s: float) -> list[tuple[JobRef, JobRef]]:
+    if sample.kind == "reference":
+        return _against(jobs, reference_jobs(jobs, int(sample.value)))
+    chosen: list[tuple[JobRef, JobRef]] = []
+    for k in range(1, len(jobs) + 1):
+        pairs = _against(jobs, reference_jobs(jobs, k))
+        cost = sum(Task(device, pair, 1).estimate_s(budget_s) for device in devices for pair in pairs)
+        if cost > sample.value:
+            if not chosen:
+                raise InputError(f"budget {sample.value:g} s is below the {cost:.0f} s that one reference job "
+                                 f"type needs ({len(pairs)} pairs); raise it or lower --budget", field="--pairs")
+            break
+        chosen = pairs
+    return chosen
+
+
+def _pair_list(selection: Selection, jobs: list[JobRef],
+               devices: Sequence[DeviceType] = ()) -> list[tuple[JobRef, JobRef]]:
+    if isinstance(selection.pairs, PairSample):
+        return _sampled_pairs(selection.pairs, jobs, list(devices), selection.budget_s)
     if selection.pairs == "none":
         return []
     if selection.pairs == "all":
@@ -193,8 +267,9 @@ def _pair_list(selection: Selection, jobs: list[JobRef]) -> list[tuple[JobRef, J
 
 def build_plan(devices: Iterable[DeviceType], selection: Selection) -> list[Task]:
     """Solo rows first (pairs need them), then data-parallel, then pairs; per device."""
+    devices = list(devices)
     jobs = selected_jobs(selection)
-    pairs = _pair_list(selection, jobs) if 1 in selection.scale_factors else []
+    pairs = _pair_list(selection, jobs, devices) if 1 in selection.scale_factors else []
     if selection.pairs not in ("all", "none") and 1 not in selection.scale_factors:
         raise InputError("pairs are measured at scale factor 1; add 1 to --scale-factors", field="--pairs")
     # Every pair member needs its solo row, even if --models did not select it.
