@@ -184,3 +184,16 @@ def test_plan_state_mode_continues_round_by_round(tmp_path):
 def test_plan_needs_inputs_without_state(tmp_path):
     result = runner.invoke(app, ["plan", "--out", str(tmp_path / "s.json")])
     assert result.exit_code == 2 and "--table" in result.output
+
+
+def test_plan_accepts_the_profiled_cpu_table(tmp_path):
+    cluster = tmp_path / "cpu.yaml"
+    cluster.write_text("worker_types:\n  cpu: {gpus: 2}\n")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,model,batch_size,scale_factor,total_steps\na,LM,20,1,5000\nb,ResNet-18,32,2,800\n"
+                    "c,A3C,,1,3000\n")
+    out = tmp_path / "s.json"
+    result = runner.invoke(app, ["plan", "--table", str(DATA / "throughputs_cpu_tiny.csv"), "--jobs", str(jobs),
+                                 "--cluster", str(cluster), "--policy", "max_min_fairness_packed", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert all(j["expected_finish_s"] for j in json.loads(out.read_text())["jobs"].values())
