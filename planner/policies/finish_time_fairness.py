@@ -15,7 +15,7 @@ policy object (`get_state` / `set_state` for next-round planning).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyomo.environ as pyo
@@ -81,9 +81,8 @@ class FinishTimeFairness:
     def allocate(self, problem: Problem) -> Allocation:
         if problem.n_jobs == 0:
             return empty_allocation(problem)
-        seen = problem.throughput if (self.perf_aware or self.packed) else \
-            agnostic_throughput(problem, self.gavel_compat)
-        seen_problem = _with_throughput(problem, seen)
+        seen_problem = policy_view(problem, self.perf_aware or self.packed, self.gavel_compat)
+        seen = seen_problem.throughput
         x_iso = isolated_allocation(seen_problem)
         iso = (seen * x_iso).sum(axis=1)
         held = self._update_history(problem, iso)
@@ -130,7 +129,8 @@ class FinishTimeFairness:
         return read_allocation(lp, classes, problem, x, hi, total_s, self.method, probes=probes)
 
 
-def _with_throughput(problem: Problem, throughput: np.ndarray) -> Problem:
-    from dataclasses import replace
-
-    return replace(problem, throughput=throughput)
+def policy_view(problem: Problem, perf_aware: bool, gavel_compat: bool) -> Problem:
+    """The problem as the policy sees it: true throughputs, or the agnostic belief."""
+    if perf_aware:
+        return problem
+    return replace(problem, throughput=agnostic_throughput(problem, gavel_compat))

@@ -12,7 +12,7 @@ import numpy as np
 import pyomo.environ as pyo
 
 from planner.policies.base import Allocation, empty_allocation
-from planner.policies.finish_time_fairness import _with_throughput, agnostic_throughput
+from planner.policies.finish_time_fairness import policy_view
 from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.space import build_space, read_allocation
 from planner.problem import Problem
@@ -36,9 +36,8 @@ class MinTotalDuration:
     def allocate(self, problem: Problem) -> Allocation:
         if problem.n_jobs == 0:
             return empty_allocation(problem)
-        seen = problem.throughput if (self.perf_aware or self.packed) else \
-            agnostic_throughput(problem, self.gavel_compat)
-        seen_problem = _with_throughput(problem, seen)
+        seen_problem = policy_view(problem, self.perf_aware or self.packed, self.gavel_compat)
+        seen = seen_problem.throughput
         remaining = np.maximum(problem.remaining, 1e-9)
         lp, classes = build_space(seen_problem, seen, remaining, packed=self.packed, aggregate=self.aggregate)
         rep = classes.representative
