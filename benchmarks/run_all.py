@@ -20,7 +20,9 @@ def main() -> int:
     for script in sorted(HERE.glob("bench_*.py")):
         print(f"\n=== {script.name} ===", flush=True)
         started = time.perf_counter()
-        code = subprocess.call([sys.executable, str(script), *extra], cwd=HERE.parent)
+        # only scripts that know --quick get it
+        forwarded = extra if "--quick" in script.read_text(encoding="utf-8") else []
+        code = subprocess.call([sys.executable, str(script), *forwarded], cwd=HERE.parent)
         print(f"--- {script.name}: exit {code}, {time.perf_counter() - started:.1f} s", flush=True)
         if code:
             failed.append(script.name)
