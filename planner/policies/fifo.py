@@ -54,11 +54,11 @@ class Fifo:
             if i in placed:
                 continue
             if self.gavel_compat and not self.perf_aware:
-                # Gavel HEAD draws a type but keeps the loop variable: the last type of the
-                # cluster spec, even past its capacity (spec §4.4); other types never run FIFO jobs.
+                # Gavel HEAD draws a type but keeps the loop variable: the last type it registered
+                # (types sorted by name: v100 of k80/p100/v100), even past its capacity (spec §4.4).
                 if not any(free[j] >= scale[i] for j in range(m)):
                     break
-                j = m - 1
+                j = max(range(m), key=lambda k: problem.worker_types[k])
                 if tput[i, j] > 0:
                     x[i, j] = 1.0
                     free[j] -= scale[i]
