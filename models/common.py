@@ -37,6 +37,13 @@ def classification_loss(model, batch) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(model(inputs), labels)
 
 
+def next_token_loss(model, batch) -> torch.Tensor:
+    """Cross-entropy of every position's prediction: (tokens, targets) language-model batches."""
+    tokens, targets = batch
+    logits = model(tokens)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
 def random_images(n: int, channels: int, size: int, device: str, seed: int = 0) -> torch.Tensor:
     return torch.randn(n, channels, size, size, device=device, generator=generator(device, seed))
 

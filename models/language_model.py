@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.common import generator, seed_everything, standard_step
+from models.common import generator, next_token_loss, seed_everything, standard_step
 from models.spec import BuildContext, Built
 
 
@@ -41,12 +41,6 @@ class LSTMLanguageModel(nn.Module):
         return self.decode(self.drop(out))
 
 
-def _loss(model, batch) -> torch.Tensor:
-    tokens, targets = batch
-    logits = model(tokens)
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
-
-
 def build_lm(ctx: BuildContext) -> Built:
     seed_everything()
     shape = TINY if ctx.tiny else FULL
@@ -60,4 +54,4 @@ def build_lm(ctx: BuildContext) -> Built:
                                generator=generator(ctx.device))
         return stream[:, :-1], stream[:, 1:]
 
-    return Built(model, optimizer, make_batch, standard_step(optimizer, _loss, clip_norm=0.25), n)
+    return Built(model, optimizer, make_batch, standard_step(optimizer, next_token_loss, clip_norm=0.25), n)

@@ -71,6 +71,11 @@ def plot_jct_vs_rate(records: Iterable[Mapping], stem: Path, *, title: str = "",
     ax.set_xlabel("input job rate (jobs/hour)")
     ax.set_ylabel("average JCT (hours)")
     ax.set_ylim(0, top * 1.15)
+    return _finish(plt, fig, ax, stem, formats, title)
+
+
+def _finish(plt, fig, ax, stem: Path, formats: Sequence[str], title: str) -> list[Path]:
+    """Grid, legend, title; save in every format and close."""
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, frameon=False)
     if title:
@@ -91,13 +96,7 @@ def plot_makespan_vs_jobs(records: Iterable[Mapping], stem: Path, *, title: str 
     ax.set_xlabel("number of jobs")
     ax.set_ylabel("makespan (hours)")
     ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=9)
-    paths = _save(fig, stem, formats)
-    plt.close(fig)
-    return paths
+    return _finish(plt, fig, ax, stem, formats, title)
 
 
 def plot_cdf(values_by_policy: Mapping[str, Sequence[float]], stem: Path, *, xlabel: str, title: str = "",
@@ -114,10 +113,4 @@ def plot_cdf(values_by_policy: Mapping[str, Sequence[float]], stem: Path, *, xla
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=9)
-    paths = _save(fig, stem, formats)
-    plt.close(fig)
-    return paths
+    return _finish(plt, fig, ax, stem, formats, title)
