@@ -285,12 +285,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="3 seeds, 3 fractions")
     parser.add_argument("--table", type=Path, default=GAVEL)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results, "
+                                                               "benchmarks/results/quick with --quick)")
     parser.add_argument("--write-partial", type=Path, metavar="CSV",
                         help="only write Gavel's k80/p100/v100 table with --hide of its single-GPU pairs removed")
     parser.add_argument("--hide", type=float, default=0.7)
     parser.add_argument("--sweep", action="store_true", help="also sweep rank and reg (how the defaults were chosen)")
     args = parser.parse_args(argv)
+    if args.out is None:  # a quick run must not overwrite the committed full results
+        args.out = RESULTS / "quick" if args.quick else RESULTS
     if not args.table.exists():
         print(f"skipped: Gavel table not found at {args.table}")
         return 0

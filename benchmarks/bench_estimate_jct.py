@@ -211,8 +211,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failures-known", action="store_true",
                         help="also decide on the ALS table with the pairs that fail in truth marked failed")
     parser.add_argument("--jobs", type=int, default=2, help="simulations run in parallel")
-    parser.add_argument("--out", type=Path, default=RESULTS / "estimate_jct.json")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results JSON (default benchmarks/results/estimate_jct.json; quick/ with --quick)")
     args = parser.parse_args(argv)
+    if args.out is None:  # a quick run must not overwrite the committed full results
+        args.out = (RESULTS / "quick" if args.quick else RESULTS) / "estimate_jct.json"
     if not args.table.exists():
         print(f"skipped: Gavel table not found at {args.table}")
         return 0
