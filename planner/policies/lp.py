@@ -124,7 +124,7 @@ class AllocationLP:
             return cached[1]
         solver = Highs()
         solver.config.load_solution = False
-        solver.config.stream_solver = method.startswith("mip") and bool(__import__("os").environ.get("ROTA_DEBUG_MIP"))
+        solver.config.stream_solver = False
         options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
                    "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
         if method == "ipm":
