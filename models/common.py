@@ -37,6 +37,14 @@ def classification_loss(model, batch) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(model(inputs), labels)
 
 
+def token_batches(n: int, vocab: int, length: int, device: str) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
+    """make_batch for language models: random tokens and the same stream shifted by one."""
+    def make_batch():
+        stream = torch.randint(0, vocab, (n, length + 1), device=device, generator=generator(device))
+        return stream[:, :-1], stream[:, 1:]
+    return make_batch
+
+
 def next_token_loss(model, batch) -> torch.Tensor:
     """Cross-entropy of every position's prediction: (tokens, targets) language-model batches."""
     tokens, targets = batch

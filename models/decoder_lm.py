@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.common import generator, next_token_loss, seed_everything, standard_step
+from models.common import next_token_loss, seed_everything, standard_step, token_batches
 from models.spec import BuildContext, Built
 
 
@@ -85,10 +85,6 @@ def build_gpt(ctx: BuildContext) -> Built:
     model = GPT(cfg).to(ctx.device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1)
     n = ctx.batch_size
-
-    def make_batch():
-        stream = torch.randint(0, cfg.vocab, (n, cfg.context + 1), device=ctx.device,
-                               generator=generator(ctx.device))
-        return stream[:, :-1], stream[:, 1:]
+    make_batch = token_batches(n, cfg.vocab, cfg.context, ctx.device)
 
     return Built(model, optimizer, make_batch, standard_step(optimizer, next_token_loss, clip_norm=1.0), n)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.common import generator, next_token_loss, seed_everything, standard_step
+from models.common import next_token_loss, seed_everything, standard_step, token_batches
 from models.spec import BuildContext, Built
 
 
@@ -48,10 +48,6 @@ def build_lm(ctx: BuildContext) -> Built:
     # The example's plain SGD with lr 20 and gradient clipping at 0.25.
     optimizer = torch.optim.SGD(model.parameters(), lr=20.0)
     n = ctx.batch_size
-
-    def make_batch():
-        stream = torch.randint(0, shape.vocab, (n, shape.bptt + 1), device=ctx.device,
-                               generator=generator(ctx.device))
-        return stream[:, :-1], stream[:, 1:]
+    make_batch = token_batches(n, shape.vocab, shape.bptt, ctx.device)
 
     return Built(model, optimizer, make_batch, standard_step(optimizer, next_token_loss, clip_norm=0.25), n)
