@@ -2,8 +2,9 @@
 
 `fifo_perf` gives each job, in order, the fastest type that still has room.
 `fifo` keeps running jobs where they are and gives each queued job a random
-type with room; Gavel's version always ended up on the last type of the
-cluster spec (spec §13.3 bug 1), here the drawn type is the one used.
+type with room; Gavel's version never used its draw (spec §13.3 bug 1), here
+the drawn type is the one used. `gavel_compat` replays Gavel's FIFO base
+state machine instead (`_gavel_base`).
 Strict FIFO: the first job that fits nowhere blocks the queue.
 """
 from __future__ import annotations
@@ -21,9 +22,11 @@ from planner.problem import Problem
 class Fifo:
     perf_aware: bool = True
     seed: int = 0
-    gavel_compat: bool = False  # fifo only: Gavel's bug, every queued job on the last spec type
+    gavel_compat: bool = False  # fifo only: replay Gavel's buggy base mode
     fifo: bool = True
     _previous: dict[str, int] = field(default_factory=dict, repr=False)
+    _gavel: dict[str, int] = field(default_factory=dict, repr=False)  # Gavel's job -> type memory
+    _rank: dict[str, int] = field(default_factory=dict, repr=False)   # arrival rank (Gavel sorts by id)
 
     def __post_init__(self):
         self._rng = random.Random(self.seed)
@@ -34,6 +37,8 @@ class Fifo:
 
     def allocate(self, problem: Problem) -> Allocation:
         if problem.n_jobs == 0:
+            if self.gavel_compat:
+                self._gavel.clear(), self._rank.clear()  # Gavel's walk over no jobs forgets them all
             return empty_allocation(problem)
         n, m = problem.throughput.shape
         x = np.zeros((n, m))
@@ -41,6 +46,8 @@ class Fifo:
         tput, scale = problem.throughput, problem.scale
         # Arrival order; ties keep input order.
         order = sorted(range(n), key=lambda i: -problem.time_since_start[i])
+        if self.gavel_compat and not self.perf_aware:
+            return self._gavel_base(problem, order)
         placed: set[int] = set()
         if not self.perf_aware:  # keep running jobs on their type
             index = {job_id: i for i, job_id in enumerate(problem.job_ids)}
@@ -52,17 +59,6 @@ class Fifo:
                     placed.add(i)
         for i in order:
             if i in placed:
-                continue
-            if self.gavel_compat and not self.perf_aware:
-                # Gavel HEAD draws a type but keeps the loop variable: the last type it registered
-                # (types sorted by name: v100 of k80/p100/v100), even past its capacity (spec §4.4).
-                if not any(free[j] >= scale[i] for j in range(m)):
-                    break
-                j = max(range(m), key=lambda k: problem.worker_types[k])
-                if tput[i, j] > 0:
-                    x[i, j] = 1.0
-                    free[j] -= scale[i]
-                    placed.add(i)
                 continue
             fits = [j for j in range(m) if free[j] >= scale[i] and tput[i, j] > 0]
             if not fits:
@@ -76,6 +72,52 @@ class Fifo:
             placed.add(i)
         if not self.perf_aware:
             self._previous = {problem.job_ids[i]: int(np.argmax(x[i])) for i in placed}
+        return Allocation(x, status="closed-form")
+
+    def _gavel_base(self, problem: Problem, order: list[int]) -> Allocation:
+        """Gavel HEAD's FIFO base mode, call for call (spec §4.4 [HEAD], §13.3 bug 1).
+
+        Every job it ever placed keeps its type until it completes, however
+        overcommitted that type is; the mechanism time-shares the type among them.
+        """
+        n, m = problem.throughput.shape
+        ids, tput, scale, names = problem.job_ids, problem.throughput, problem.scale, problem.worker_types
+        for i in order:
+            self._rank.setdefault(ids[i], len(self._rank))
+        index = {job_id: i for i, job_id in enumerate(ids)}
+        free = problem.capacity.astype(float).copy()
+        queue = [i for i in order if ids[i] not in self._gavel]
+        # Walk the remembered jobs in id order. The free counts are only partly
+        # tallied at each step (later running jobs are not yet subtracted), so a
+        # completed job's type can go to the queue head although it is full.
+        for job_id in sorted(self._gavel, key=self._rank.__getitem__):
+            j = self._gavel[job_id]
+            if job_id in index:
+                free[j] -= scale[index[job_id]]
+                continue
+            del self._gavel[job_id], self._rank[job_id]
+            if queue and scale[queue[0]] <= free[j] and tput[queue[0], j] > 0:
+                self._gavel[ids[queue[0]]] = j
+                free[j] -= scale[queue.pop(0)]
+        listed = sorted((j for j in range(m) if free[j] > 0), key=lambda j: names[j])
+        while queue and listed:
+            i = queue.pop(0)  # popped even when it ends up unplaced (it is re-queued next call)
+            fits = [k for k, j in enumerate(listed) if free[j] >= scale[i]]
+            if not fits:
+                break
+            drawn = self._rng.randrange(len(fits))
+            # The draw is never read back: the type is whatever the fit scan's loop
+            # variable last held, the last listed type by name (v100 while it is
+            # listed, p100 once v100 has gone, ...).
+            j = listed[-1]
+            if tput[i, j] > 0:
+                self._gavel[ids[i]] = j
+                free[j] -= scale[i]
+                if free[j] == 0:
+                    listed.pop(fits[drawn])  # delists the drawn type, not the one just filled
+        x = np.zeros((n, m))
+        for job_id, j in self._gavel.items():
+            x[index[job_id], j] = 1.0
         return Allocation(x, status="closed-form")
 
 
