@@ -27,6 +27,14 @@ class PolicyOptions:
     allox_alpha: float = 1.0
     entity_weights: dict[str, float] | None = None
     entity_policies: dict[str, str] = field(default_factory=dict)
+    lp_backend: str = "highs"  # max-min fairness: "highs" (matrix straight to HiGHS) or "pyomo"
+
+
+LP_BACKENDS = ("highs", "pyomo")
+
+
+def _las(**fixed) -> Callable[[PolicyOptions], Policy]:
+    return lambda o: MaxMinFairness(method=o.method, aggregate=o.aggregate, backend=o.lp_backend, **fixed)
 
 
 def _lp(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
@@ -52,12 +60,12 @@ def _water(**fixed) -> Callable[[PolicyOptions], Policy]:
 REGISTRY: dict[str, tuple[Callable[[PolicyOptions], Policy], str, str]] = {
     "isolated": (lambda o: Isolated(), "equal 1/n share of every worker type", "-"),
     "proportional": (lambda o: Proportional(), "share of each type proportional to its size", "-"),
-    "max_min_fairness": (_lp(MaxMinFairness, perf_aware=False), "LAS, heterogeneity-agnostic: equalise GPU-time",
+    "max_min_fairness": (_las(perf_aware=False), "LAS, heterogeneity-agnostic: equalise GPU-time",
                          "priority_weight"),
-    "max_min_fairness_perf": (_lp(MaxMinFairness, perf_aware=True),
+    "max_min_fairness_perf": (_las(perf_aware=True),
                               "LAS, heterogeneity-aware: equalise throughput vs. proportional share",
                               "priority_weight"),
-    "max_min_fairness_packed": (_lp(MaxMinFairness, perf_aware=True, packed=True),
+    "max_min_fairness_packed": (_las(perf_aware=True, packed=True),
                                 "LAS with space sharing (co-located pairs)", "priority_weight, pair rows"),
     "max_min_fairness_water_filling": (_water(perf_aware=False),
                                        "unique max-min fair GPU-time shares (progressive filling)",
@@ -119,6 +127,9 @@ def make_policy(name: str, options: PolicyOptions | None = None, **overrides) ->
     options = options or PolicyOptions()
     if overrides:
         options = PolicyOptions(**{**options.__dict__, **overrides})
+    if options.lp_backend not in LP_BACKENDS:
+        raise InputError(f"unknown LP backend {options.lp_backend!r}; choose one of: {', '.join(LP_BACKENDS)}",
+                         field="lp_backend")
     return REGISTRY[name][0](options)
 
 

@@ -58,6 +58,24 @@ def make_classes(*arrays: np.ndarray, aggregate: bool = True) -> Classes:
     return Classes(inverse.reshape(-1), first, counts.astype(float))
 
 
+def highs_options(method: str) -> dict:
+    """HiGHS options for `method`; shared by the Pyomo route and the direct one (matrix_lp)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+    options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
+               "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
+    if method == "ipm":
+        options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
+    if method.startswith("mip"):
+        # HiGHS 1.16's MIP presolve wrongly reported a few feasible water-filling MILPs
+        # infeasible; callers retry those with "mip-no-presolve".
+        options = {}  # the objective counts jobs: the default gap (1e-4) cannot lose one
+        if method == "mip-no-presolve":
+            options["presolve"] = "off"
+    options["output_flag"] = False  # no per-solve log callbacks: about half the time of a small solve
+    return options
+
+
 class AllocationLP:
     def __init__(self, throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray,
                  multiplicity: np.ndarray | None = None):
@@ -117,26 +135,13 @@ class AllocationLP:
 
     def _solver(self, method: str) -> Highs:
         """One persistent HiGHS per model: re-solves after small changes reuse its state."""
-        if method not in METHODS:
-            raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
         cached = getattr(self, "_highs", None)
         if cached is not None and cached[0] == method:
             return cached[1]
         solver = Highs()
         solver.config.load_solution = False
         solver.config.stream_solver = False
-        options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
-                   "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
-        if method == "ipm":
-            options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
-        if method.startswith("mip"):
-            # HiGHS 1.16's MIP presolve wrongly reported a few feasible water-filling MILPs
-            # infeasible; callers retry those with "mip-no-presolve".
-            options = {}  # the objective counts jobs: the default gap (1e-4) cannot lose one
-            if method == "mip-no-presolve":
-                options["presolve"] = "off"
-        options["output_flag"] = False  # no per-solve log callbacks: about half the time of a small solve
-        solver.highs_options = options
+        solver.highs_options = highs_options(method)
         self._highs = (method, solver)
         return solver
 
