@@ -128,6 +128,8 @@ class Engine:
         self.t: float | None = None
         self.source = source
         self._rates: dict[Key, list[tuple[float, ...]]] = {}  # per entry, per type, from the true table
+        self._type_index = {w: j for j, w in enumerate(self.types)}
+        self._runnable: dict[Key, np.ndarray] = {}  # per entry: types where every member runs
         self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
         self.submit(list(jobs))
@@ -148,6 +150,12 @@ class Engine:
         if rates is None:
             rates = self._rates[key] = [self._rate(key, jj) for jj in range(len(self.types))]
         return rates[j]
+
+    def runnable(self, key: Key) -> np.ndarray:
+        ok = self._runnable.get(key)
+        if ok is None:
+            ok = self._runnable[key] = np.array([min(self.rate(key, j)) > 0 for j in range(len(self.types))])
+        return ok
 
     def _rate(self, key: Key, j: int) -> tuple[float, ...]:
         w = self.types[j]
@@ -222,7 +230,7 @@ class Engine:
             if self.need_update and interval_ok:
                 self._resolve()
             keys = list(mech.job_time)
-            runnable = {k: np.array([min(self.rate(k, j)) > 0 for j in range(len(self.types))]) for k in keys}
+            runnable = {k: self.runnable(k) for k in keys}
             scale = {k: self.active[k[0]].scale_factor for k in keys}
             chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
             placements = mech.place(chosen, scale, allocated_only=compat)
@@ -243,7 +251,7 @@ class Engine:
         finish: dict[str, float] = {}
         compat = self.config.gavel_compat
         for p in placements:
-            j = self.types.index(p.worker_type)
+            j = self._type_index[p.worker_type]
             for jid, r in zip(p.jobs, self.rate(p.jobs, j)):
                 left = self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
                 # At least one step, so a job slower than one step per round still progresses.
@@ -261,7 +269,7 @@ class Engine:
         origin = self._round_origin if compat else t
         self._round_origin = end
         for p in placements:
-            j = self.types.index(p.worker_type)
+            j = self._type_index[p.worker_type]
             elapsed = max(finish[jid] for jid in p.jobs) - origin
             self.mech.record(p.jobs, j, elapsed)
             self.busy[p.worker_type] += elapsed * len(p.gpus)
@@ -279,6 +287,7 @@ class Engine:
         for key in [k for k in self.mech.job_time if jid in k]:
             self.mech.remove(key)
             self._rates.pop(key, None)
+            self._runnable.pop(key, None)
         self.need_update = True
         self.finished += 1
 

@@ -95,14 +95,15 @@ class RoundMechanism:
         """(priority, deficit, allocation, runnable) as (entries, types) arrays, rows in `keys` order."""
         n, m = len(keys), self.m
         zero = np.zeros(m)
-        spent = np.array([self.job_time[k] for k in keys], dtype=float).reshape(n, m)
-        alloc = np.array([self.alloc.get(k, zero) for k in keys], dtype=float).reshape(n, m)
-        deficit = np.array([self.deficit[k] for k in keys], dtype=float).reshape(n, m)
+        job_time, allocation, deficits = self.job_time, self.alloc, self.deficit
+        spent = np.array([job_time[k] for k in keys], dtype=float).reshape(n, m)
+        alloc = np.array([allocation.get(k, zero) for k in keys], dtype=float).reshape(n, m)
+        deficit = np.array([deficits[k] for k in keys], dtype=float).reshape(n, m)
         ok = np.array([runnable[k] for k in keys], dtype=bool).reshape(n, m)
-        wt = np.broadcast_to(self.worker_time, (n, m))
+        wt = self.worker_time
         share = np.divide(spent, wt, out=np.zeros((n, m)), where=wt > 0)
-        prio = np.where(share > 0, np.divide(alloc, share, out=np.zeros((n, m)), where=share > 0),
-                        alloc * UNSERVED_PRIORITY)
+        served = share > 0
+        prio = np.divide(alloc, share, out=alloc * UNSERVED_PRIORITY, where=served)
         return np.where(ok, prio, 0.0), deficit, alloc, ok
 
     def priorities(self, runnable: Mapping[Key, np.ndarray]) -> dict[Key, np.ndarray]:
@@ -126,7 +127,7 @@ class RoundMechanism:
                 if free[j] == 0:
                     break  # every later entry of this type would be skipped too
                 key = keys[i]
-                if not ok[i, j] or any(member in taken for member in key):
+                if not ok[i, j] or not taken.isdisjoint(key):
                     continue
                 if fifo and prio[i, j] <= 0:
                     continue
