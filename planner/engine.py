@@ -231,7 +231,8 @@ class Engine:
                 self._resolve()
             keys = list(mech.job_time)
             runnable = {k: self.runnable(k) for k in keys}
-            scale = {k: self.active[k[0]].scale_factor for k in keys}
+            active = self.active
+            scale = {k: active[k[0]].scale_factor for k in keys}
             chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
             placements = mech.place(chosen, scale, allocated_only=compat)
             if placements:

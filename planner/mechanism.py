@@ -123,13 +123,14 @@ class RoundMechanism:
             # Descending by (priority, deficit, allocation); the stable sort keeps insertion
             # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
             ranked = np.lexsort((-alloc[:, j], -deficit[:, j], -prio[:, j]))
+            ok_j, prio_j = ok[:, j].tolist(), prio[:, j].tolist()  # Python lists: cheaper per item
             for i in ranked.tolist():
                 if free[j] == 0:
                     break  # every later entry of this type would be skipped too
                 key = keys[i]
-                if not ok[i, j] or not taken.isdisjoint(key):
+                if not ok_j[i] or not taken.isdisjoint(key):
                     continue
-                if fifo and prio[i, j] <= 0:
+                if fifo and prio_j[i] <= 0:
                     continue
                 if scale[key] > free[j]:
                     continue  # smaller entries behind it may still backfill
