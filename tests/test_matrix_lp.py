@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from conftest import SPEC_T, SPEC_TYPES, make_problem
 from planner.errors import InputError, SolverError
 from planner.policies import make_policy
-from planner.policies.matrix_lp import INF, MatrixLP, csr, solve_matrix
+from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
 
 
 @st.composite
@@ -56,9 +56,9 @@ def test_job_that_runs_nowhere_gets_nothing():
 
 def test_infeasible_matrix_raises_solver_error():
     # x <= 1 and x >= 2 cannot both hold
-    start, index, value = csr([(np.array([0]), np.array([1.0]))])
-    lp = MatrixLP(cost=np.array([1.0]), lower=np.array([0.0]), upper=np.array([1.0]), row_start=start,
-                  row_index=index, row_value=value, row_lower=np.array([2.0]), row_upper=np.array([INF]))
+    lp = MatrixLP(cost=np.array([1.0]), lower=np.array([0.0]), upper=np.array([1.0]),
+                  row_start=np.array([0, 1], dtype=np.int32), row_index=np.array([0], dtype=np.int32),
+                  row_value=np.array([1.0]), row_lower=np.array([2.0]), row_upper=np.array([INF]))
     with pytest.raises(SolverError, match="not optimal"):
         solve_matrix(lp, method="ipm", policy="test")
 

@@ -37,17 +37,6 @@ class MatrixLP:
     maximize: bool = True
 
 
-def csr(rows: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start, index, value) of the rows, each given as (column indices, coefficients)."""
-    lengths = [len(index) for index, _ in rows]
-    start = np.zeros(len(rows) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=start[1:])
-    if not rows:
-        return start, np.zeros(0, dtype=np.int32), np.zeros(0)
-    return (start, np.concatenate([i for i, _ in rows]).astype(np.int32),
-            np.concatenate([v for _, v in rows]).astype(float))
-
-
 _SOLVERS: dict[str, highspy.Highs] = {}
 
 

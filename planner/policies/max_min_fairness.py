@@ -17,7 +17,7 @@ import pyomo.environ as pyo
 
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD, make_classes
-from planner.policies.matrix_lp import INF, MatrixLP, csr, solve_matrix
+from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
 from planner.policies.space import build_space, read_allocation
 from planner.problem import Problem
 
@@ -79,32 +79,27 @@ def max_min_matrix(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarra
                    factor: np.ndarray) -> MatrixLP:
     """The LP `allocate` builds in Pyomo, as a matrix, with rows and columns in the order
     Pyomo hands them to HiGHS (so interior-point answers agree): columns x[c, j] for the
-    runnable cells by type, then class, then t; rows capacity (Σ_c gpus_c x[c, j] <= N_j),
-    time (Σ_j x[c, j] <= 1) and fairness (t - Σ_j factor_c T[c, j] x[c, j] <= 0)."""
+    runnable cells by type, then class, then t; rows capacity (Σ_c gpus_c x[c, j] <= N_j,
+    types with a runnable cell), time (Σ_j x[c, j] <= 1, classes with one) and fairness
+    (t - Σ_j factor_c T[c, j] x[c, j] <= 0, every class). Built with whole-array numpy
+    operations: a simulation builds one per re-solve."""
     runnable = throughput > 0
-    typ, cls = np.nonzero(runnable.T)
+    k, m = runnable.shape
+    typ, cls = np.nonzero(runnable.T)  # column n is x[cls[n], typ[n]]
     t = len(cls)
-    column = np.full(runnable.shape, -1)
-    column[cls, typ] = np.arange(t)
-    rows: list[tuple[np.ndarray, np.ndarray]] = []
-    upper: list[float] = []
-    for j in range(throughput.shape[1]):
-        members = np.nonzero(runnable[:, j])[0]
-        if len(members):
-            rows.append((column[members, j], gpus[members]))
-            upper.append(capacity[j])
-    for c in range(len(throughput)):
-        types = np.nonzero(runnable[c])[0]
-        if len(types):
-            rows.append((column[c, types], np.ones(len(types))))
-            upper.append(1.0)
-    for c in range(len(throughput)):
-        types = np.nonzero(runnable[c])[0]
-        rows.append((np.append(t, column[c, types]), np.append(1.0, -factor[c] * throughput[c, types])))
-        upper.append(0.0)
-    start, index, value = csr(rows)
+    per_type, per_class = np.bincount(typ, minlength=m), np.bincount(cls, minlength=k)
+    by_class = np.lexsort((typ, cls))  # the columns again, class by class
+    c_of = cls[by_class]
+    first = np.concatenate(([0], np.cumsum(per_class)[:-1]))  # where each class's run starts
+    fair_index = np.insert(by_class, first, t)
+    fair_value = np.insert(-factor[c_of] * throughput[c_of, typ[by_class]], first, 1.0)
+    lengths = np.concatenate((per_type[per_type > 0], per_class[per_class > 0], per_class + 1))
+    start = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=start[1:])
+    upper = np.concatenate((capacity[per_type > 0], np.ones(np.count_nonzero(per_class)), np.zeros(k)))
     cost = np.zeros(t + 1)
     cost[t] = 1.0
     return MatrixLP(cost=cost, lower=np.append(np.zeros(t), -INF), upper=np.append(np.ones(t), INF),
-                    row_start=start, row_index=index, row_value=value,
-                    row_lower=np.full(len(rows), -INF), row_upper=np.array(upper, dtype=float))
+                    row_start=start, row_index=np.concatenate((np.arange(t), by_class, fair_index)).astype(np.int32),
+                    row_value=np.concatenate((gpus[cls].astype(float), np.ones(t), fair_value)),
+                    row_lower=np.full(len(lengths), -INF), row_upper=upper.astype(float))
