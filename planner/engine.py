@@ -248,34 +248,38 @@ class Engine:
 
     def _execute(self, placements: list[Placement]) -> RoundRecord:
         t, tau = self.t, self.config.round_s
+        compat = self.config.gavel_compat
+        outcomes, type_index = self.outcomes, self._type_index
         planned: dict[str, int] = {}
         finish: dict[str, float] = {}
-        compat = self.config.gavel_compat
+        ends: list[float] = []  # per placement: when its slowest member finishes
         for p in placements:
-            j = self._type_index[p.worker_type]
-            for jid, r in zip(p.jobs, self.rate(p.jobs, j)):
-                left = self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
+            slowest = -math.inf
+            for jid, r in zip(p.jobs, self.rate(p.jobs, type_index[p.worker_type])):
+                out = outcomes[jid]
+                left = out.job.total_steps - out.steps_done
                 # At least one step, so a job slower than one step per round still progresses.
                 n = min(max(1, math.floor(r * tau)), left if compat else math.ceil(left - 1e-9))
                 planned[jid] = n
-                finish[jid] = t + n / r
+                finish[jid] = done = t + n / r
+                slowest = max(slowest, done)
             if compat and len(p.jobs) > 1:
-                slowest = max(finish[jid] for jid in p.jobs)
                 finish.update({jid: slowest for jid in p.jobs})
-        end = max(finish.values())
+            ends.append(slowest)
+        end = max(ends)
         record = RoundRecord(self.n_rounds, t, end, placements, planned)
         self.n_rounds += 1
         if self.config.keep_rounds:
             self.rounds.append(record)
         origin = self._round_origin if compat else t
         self._round_origin = end
-        for p in placements:
-            j = self._type_index[p.worker_type]
-            elapsed = max(finish[jid] for jid in p.jobs) - origin
-            self.mech.record(p.jobs, j, elapsed)
-            self.busy[p.worker_type] += elapsed * len(p.gpus)
+        record_time, busy = self.mech.record, self.busy
+        for p, placement_end in zip(placements, ends):
+            elapsed = placement_end - origin
+            record_time(p.jobs, type_index[p.worker_type], elapsed)
+            busy[p.worker_type] += elapsed * len(p.gpus)
             for jid in p.jobs:
-                out = self.outcomes[jid]
+                out = outcomes[jid]
                 out.steps_done += planned[jid]
                 if out.steps_done >= out.job.total_steps - 1e-9:
                     out.finish_s = finish[jid]
