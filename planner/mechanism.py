@@ -148,46 +148,67 @@ class RoundMechanism:
         """GPUs for the chosen entries; `allocated_only` (Gavel) never newly places one
         that is missing from the current allocation."""
         placements: list[Placement] = []
+        by_type: dict[int, list[Key]] = {}
+        for key, j in chosen:
+            by_type.setdefault(j, []).append(key)
         for j, name in enumerate(self.types):
-            here = [k for k, jj in chosen if jj == j]
+            here = by_type.get(j)
             if not here:
                 continue
             spec = self.cluster.worker_types[name]
-            claimed: set[Gpu] = set()
+            free = FreeGpus(spec.nodes, spec.gpus_per_node)
             here.sort(key=lambda k: -scale[k])  # stable: big gangs first, then priority order
             for size in sorted({scale[k] for k in here}, reverse=True):
                 group = [k for k in here if scale[k] == size]
                 fresh = []
                 for key in group:
                     before = self.previous.get(key)
-                    if before and before.worker_type == name and not claimed.intersection(before.gpus):
-                        claimed.update(before.gpus)
+                    if before and before.worker_type == name and free.all_free(before.gpus):
+                        free.claim(before.gpus)
                         placements.append(before)
                     else:
                         fresh.append(key)
                 for key in fresh:
                     if allocated_only and key not in self.alloc:
                         continue
-                    gpus = _gang(spec.nodes, spec.gpus_per_node, claimed, size)
-                    claimed.update(gpus)
+                    gpus = free.gang(size)
+                    free.claim(gpus)
                     placements.append(Placement(key, name, gpus))
         self.previous = {p.jobs: p for p in placements}
         return placements
 
 
-def _gang(nodes: Sequence[str], per_node: int, claimed: set[Gpu], size: int) -> tuple[Gpu, ...]:
-    """`size` free GPUs: on one node if possible (the fullest that fits), else fewest nodes."""
-    free = {node: [g for g in range(per_node) if (node, g) not in claimed] for node in nodes}
-    fitting = [node for node in nodes if len(free[node]) >= size]
-    if fitting:
-        node = min(fitting, key=lambda n: len(free[n]))  # best fit keeps big holes for big gangs
-        return tuple((node, g) for g in free[node][:size])
-    gpus: list[Gpu] = []
-    for node in sorted(nodes, key=lambda n: -len(free[n])):
-        for g in free[node]:
-            if len(gpus) == size:
-                break
-            gpus.append((node, g))
-    if len(gpus) < size:
-        raise RuntimeError(f"internal error: {size} GPUs selected but only {len(gpus)} free")
-    return tuple(gpus)
+class FreeGpus:
+    """The GPUs of one worker type still free during one placement pass; node order and
+    GPU order as in the cluster spec, so choices do not depend on claim history."""
+
+    def __init__(self, nodes: Sequence[str], per_node: int):
+        self.nodes = nodes
+        self.free = {node: list(range(per_node)) for node in nodes}
+
+    def all_free(self, gpus: Sequence[Gpu]) -> bool:
+        return all(g in self.free.get(node, ()) for node, g in gpus)
+
+    def claim(self, gpus: Sequence[Gpu]) -> None:
+        for node, g in gpus:
+            self.free[node].remove(g)
+
+    def gang(self, size: int) -> tuple[Gpu, ...]:
+        """`size` free GPUs: on one node if possible (the fullest that fits), else fewest nodes."""
+        free = self.free
+        best = None
+        for node in self.nodes:  # best fit keeps big holes for big gangs; first node wins ties
+            n = len(free[node])
+            if n >= size and (best is None or n < len(free[best])):
+                best = node
+        if best is not None:
+            return tuple((best, g) for g in free[best][:size])
+        gpus: list[Gpu] = []
+        for node in sorted(self.nodes, key=lambda n: -len(free[n])):
+            for g in free[node]:
+                if len(gpus) == size:
+                    break
+                gpus.append((node, g))
+        if len(gpus) < size:
+            raise RuntimeError(f"internal error: {size} GPUs selected but only {len(gpus)} free")
+        return tuple(gpus)

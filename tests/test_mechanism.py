@@ -11,7 +11,7 @@ from conftest import make_problem
 from planner.cluster import cluster_from_dict
 from planner.engine import EngineConfig, run_engine
 from planner.jobs import Job
-from planner.mechanism import RoundMechanism, visiting_order
+from planner.mechanism import FreeGpus, RoundMechanism, visiting_order
 from planner.policies import POLICY_NAMES, make_policy
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
@@ -45,6 +45,21 @@ def test_deficit_accumulates_what_was_owed():
     mech.record(("a",), 0, 100.0)
     mech.reset(1000.0)  # owed 500 s, received 100 s
     assert mech.deficit[("a",)][0] == pytest.approx(400.0)
+
+
+def test_free_gpus_best_fit_then_fewest_nodes():
+    free = FreeGpus(["n0", "n1", "n2"], 4)
+    free.claim([("n0", 0), ("n1", 0), ("n1", 1)])  # free: n0 3, n1 2, n2 4
+    assert free.gang(2) == (("n1", 2), ("n1", 3))  # the fullest node that fits
+    assert free.gang(3) == (("n0", 1), ("n0", 2), ("n0", 3))  # n0 (3 free) is fuller than n2 (4)
+    free.claim(free.gang(4))  # n2 whole
+    free.claim([("n0", 1)])  # free: n0 2, n1 2
+    assert free.gang(3) == (("n0", 2), ("n0", 3), ("n1", 2))  # no node fits: spill, fullest nodes first
+    assert not free.all_free([("n2", 0)]) and free.all_free([("n1", 3)])
+    assert not free.all_free([("elsewhere", 0)])  # a GPU not in this type is never taken
+    with pytest.raises(RuntimeError, match="internal error"):
+        free.gang(5)
+    assert FreeGpus(["a", "b"], 2).gang(1) == (("a", 0),)  # ties: the first node in spec order
 
 
 def test_gang_stays_on_one_node_and_lease_is_extended():
