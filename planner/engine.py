@@ -130,6 +130,7 @@ class Engine:
         self._rates: dict[Key, list[tuple[float, ...]]] = {}  # per entry, per type, from the true table
         self._type_index = {w: j for j, w in enumerate(self.types)}
         self._runnable: dict[Key, np.ndarray] = {}  # per entry: types where every member runs
+        self._scale: dict[Key, int] = {}  # per entry: GPUs it needs at once
         self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
         self.submit(list(jobs))
@@ -229,10 +230,12 @@ class Engine:
                            or self.t - mech.last_reset >= config.min_resolve_interval_s)
             if self.need_update and interval_ok:
                 self._resolve()
-            keys = list(mech.job_time)
-            runnable = {k: self.runnable(k) for k in keys}
-            active = self.active
-            scale = {k: active[k[0]].scale_factor for k in keys}
+            # Per-entry caches, filled for new entries only (a set difference, not a loop over all).
+            runnable, scale = self._runnable, self._scale
+            for key in mech.job_time.keys() - runnable.keys():
+                self.runnable(key)
+            for key in mech.job_time.keys() - scale.keys():
+                scale[key] = self.active[key[0]].scale_factor
             chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
             placements = mech.place(chosen, scale, allocated_only=compat)
             if placements:
@@ -293,6 +296,7 @@ class Engine:
             self.mech.remove(key)
             self._rates.pop(key, None)
             self._runnable.pop(key, None)
+            self._scale.pop(key, None)
         self.need_update = True
         self.finished += 1
 

@@ -39,7 +39,11 @@ def build_problem(jobs: list[Job], table: ThroughputTable, cluster: Cluster, *, 
                   remaining: dict[str, float] | None = None) -> Problem:
     names = cluster.names
     capacity = np.array([cluster.capacity(w) for w in names], dtype=float)
-    tput = np.array([[table.solo(w, job.job_type) for w in names] for job in jobs], dtype=float).reshape(len(jobs), len(names))
+    rows: dict[JobType, list[float]] = {}  # one table lookup per job type, not per job
+    for job in jobs:
+        if job.job_type not in rows:
+            rows[job.job_type] = [table.solo(w, job.job_type) for w in names]
+    tput = np.array([rows[job.job_type] for job in jobs], dtype=float).reshape(len(jobs), len(names))
     scale = np.array([job.scale_factor for job in jobs], dtype=float)
     # A job cannot run on a type with fewer GPUs than it needs.
     tput[scale[:, None] > capacity[None, :]] = 0.0

@@ -43,7 +43,7 @@ PROGRESS_FORMAT = "rota.progress/v1"
 ENGINE_SAVED = ("pending", "active", "outcomes", "busy", "need_update", "order", "finished", "t",
                 "n_rounds", "_round_origin", "_shuffle", "mech")
 ENGINE_REBUILT = ("table", "cluster", "policy", "config", "types", "rounds", "solves", "source",
-                  "_rates", "_runnable", "_type_index",  # caches of table and cluster lookups
+                  "_rates", "_runnable", "_scale", "_type_index",  # caches of table and cluster lookups
                   "decision_table")  # simulation input (what the policy sees); next rounds use the table
 
 
