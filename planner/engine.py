@@ -256,18 +256,22 @@ class Engine:
         planned: dict[str, int] = {}
         finish: dict[str, float] = {}
         ends: list[float] = []  # per placement: when its slowest member finishes
+        floor, ceil, rates = math.floor, math.ceil, self._rates
         for p in placements:
+            key, j = p.jobs, type_index[p.worker_type]
+            cached = rates.get(key)
             slowest = -math.inf
-            for jid, r in zip(p.jobs, self.rate(p.jobs, type_index[p.worker_type])):
+            for jid, r in zip(key, cached[j] if cached is not None else self.rate(key, j)):
                 out = outcomes[jid]
                 left = out.job.total_steps - out.steps_done
                 # At least one step, so a job slower than one step per round still progresses.
-                n = min(max(1, math.floor(r * tau)), left if compat else math.ceil(left - 1e-9))
+                n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
                 planned[jid] = n
                 finish[jid] = done = t + n / r
-                slowest = max(slowest, done)
-            if compat and len(p.jobs) > 1:
-                finish.update({jid: slowest for jid in p.jobs})
+                if done > slowest:
+                    slowest = done
+            if compat and len(key) > 1:
+                finish.update({jid: slowest for jid in key})
             ends.append(slowest)
         end = max(ends)
         record = RoundRecord(self.n_rounds, t, end, placements, planned)

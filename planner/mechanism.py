@@ -119,22 +119,26 @@ class RoundMechanism:
         free = self.cluster_capacity()
         taken: set[str] = set()
         chosen: list[tuple[Key, int]] = []
+        picked = np.zeros(len(keys), dtype=bool)
         for j in order:
             # Descending by (priority, deficit, allocation); the stable sort keeps insertion
             # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
             ranked = np.lexsort((-alloc[:, j], -deficit[:, j], -prio[:, j]))
-            ok_j, prio_j = ok[:, j].tolist(), prio[:, j].tolist()  # Python lists: cheaper per item
-            for i in ranked.tolist():
+            # Drop up front the entries the greedy pass would skip whatever it chose so far
+            # (cannot run here, already picked, FIFO's unallocated); same choices, fewer visits.
+            visit = ok[:, j] & ~picked
+            if fifo:
+                visit &= prio[:, j] > 0
+            for i in ranked[visit[ranked]].tolist():
                 if free[j] == 0:
                     break  # every later entry of this type would be skipped too
                 key = keys[i]
-                if not ok_j[i] or not taken.isdisjoint(key):
-                    continue
-                if fifo and prio_j[i] <= 0:
-                    continue
+                if not taken.isdisjoint(key):
+                    continue  # a pair sharing a job with a chosen entry
                 if scale[key] > free[j]:
                     continue  # smaller entries behind it may still backfill
                 chosen.append((key, j))
+                picked[i] = True
                 free[j] -= scale[key]
                 taken.update(key)
         return chosen

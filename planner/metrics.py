@@ -12,6 +12,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from planner.engine import JobOutcome, RoundRecord
+from planner.mechanism import Placement
 
 PERCENTILES = (50, 90, 99)
 
@@ -46,7 +47,17 @@ def utilisation(busy_gpu_s: Mapping[str, float], capacity: Mapping[str, int], el
 
 
 def _active_at(jobs: Sequence[str], outcomes: Mapping[str, JobOutcome], t: float) -> bool:
-    return any(outcomes[j].finish_s is None or outcomes[j].finish_s > t + 1e-9 for j in jobs)
+    for j in jobs:
+        finish = outcomes[j].finish_s
+        if finish is None or finish > t + 1e-9:
+            return True
+    return False
+
+
+def _same_gpus(before: Placement | None, now: Placement) -> bool:
+    """Same type and GPU set (in any order); the mechanism re-uses the object on an extension."""
+    return before is not None and (before is now or (
+        before.worker_type == now.worker_type and frozenset(before.gpus) == frozenset(now.gpus)))
 
 
 @dataclass
@@ -69,9 +80,8 @@ class LeaseCounter:
             self.opportunities += sum(_active_at(p.jobs, outcomes, prev.end_s) for p in prev.placements)
             # A jump (nothing ran in between) empties the previous assignment: no extension.
             if abs(record.start_s - prev.end_s) <= 1e-9:
-                before = {p.jobs: (p.worker_type, frozenset(p.gpus)) for p in prev.placements}
-                self.extensions += sum(before.get(p.jobs) == (p.worker_type, frozenset(p.gpus))
-                                       for p in record.placements)
+                before = {p.jobs: p for p in prev.placements}
+                self.extensions += sum(_same_gpus(before.get(p.jobs), p) for p in record.placements)
         self._previous = record
 
     @property
