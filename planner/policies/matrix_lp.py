@@ -37,6 +37,48 @@ class MatrixLP:
     maximize: bool = True
 
 
+class RowBuilder:
+    """An LP written row by row as (variable, coefficient) terms, the way a Pyomo model
+    reaches HiGHS: a variable's column is numbered where it first appears, repeated terms
+    of a row are summed in order. Policies whose LP comes from Pyomo use it to hand HiGHS
+    the same matrix directly, in the same row and column order (so interior-point answers
+    agree)."""
+
+    def __init__(self):
+        self.column: dict = {}
+        self.rows: list[dict] = []
+        self.row_lower: list[float] = []
+        self.row_upper: list[float] = []
+
+    def add(self, terms, lower: float, upper: float) -> None:
+        row: dict = {}
+        for var, coef in terms:
+            if var in row:
+                row[var] += coef
+            else:
+                row[var] = coef
+                self.column.setdefault(var, len(self.column))
+        self.rows.append(row)
+        self.row_lower.append(lower)
+        self.row_upper.append(upper)
+
+    def matrix(self, bounds: dict, maximize: dict) -> MatrixLP:
+        """`bounds[var]` = (lower, upper) for every variable used; maximise Σ maximize[var]·var."""
+        n = len(self.column)
+        lower, upper, cost = np.zeros(n), np.zeros(n), np.zeros(n)
+        for var, col in self.column.items():
+            lower[col], upper[col] = bounds[var]
+            cost[col] = maximize.get(var, 0.0)
+        start = np.zeros(len(self.rows) + 1, dtype=np.int32)
+        np.cumsum([len(r) for r in self.rows], out=start[1:])
+        column = self.column
+        index = np.fromiter((column[v] for r in self.rows for v in r), dtype=np.int32, count=int(start[-1]))
+        value = np.fromiter((c for r in self.rows for c in r.values()), dtype=float, count=int(start[-1]))
+        return MatrixLP(cost=cost, lower=lower, upper=upper, row_start=start, row_index=index, row_value=value,
+                        row_lower=np.array(self.row_lower, dtype=float),
+                        row_upper=np.array(self.row_upper, dtype=float))
+
+
 _SOLVERS: dict[str, highspy.Highs] = {}
 
 

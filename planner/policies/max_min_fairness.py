@@ -18,6 +18,7 @@ import pyomo.environ as pyo
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD, make_classes
 from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
+from planner.policies.packing_matrix import allocate_packed_max_min
 from planner.policies.space import build_space, read_allocation
 from planner.problem import Problem
 
@@ -36,7 +37,7 @@ class MaxMinFairness:
     aggregate: bool = True
     method: str = DEFAULT_METHOD
     fifo: bool = False
-    backend: str = "highs"  # "pyomo": the reference formulation; same LP, ~10x slower per solve
+    backend: str = "highs"  # "pyomo": the reference formulation; same LP, ~10-30x slower per solve
 
 
     @property
@@ -50,7 +51,10 @@ class MaxMinFairness:
             return empty_allocation(problem)
         seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
         factor = problem.scale / (problem.weight * prop)
-        if self.backend == "highs" and not self.packed:
+        if self.backend == "highs":
+            if self.packed:
+                return allocate_packed_max_min(problem, seen, factor, aggregate=self.aggregate,
+                                               method=self.method, policy=self.name)
             return self._allocate_direct(problem, seen, factor)
         lp, classes = build_space(problem, seen, problem.weight, packed=self.packed, aggregate=self.aggregate)
         model = lp.model

@@ -25,6 +25,45 @@ from planner.policies.lp import AllocationLP
 from planner.table import JobType, ThroughputTable
 
 
+Cell = tuple[int, int, JobType]  # (row c, worker type j, partner job type)
+
+
+def pair_cells(throughput: np.ndarray, mult: np.ndarray, job_types: list[JobType], worker_types: list[str],
+               table: ThroughputTable) -> tuple[list[Cell], list[float]]:
+    """Every (row, type, partner type) that can share a GPU, and the row's co-located throughput there."""
+    k, m = throughput.shape
+    count = defaultdict(float)
+    for c in range(k):
+        count[job_types[c]] += mult[c]
+    partner_types = list(dict.fromkeys(job_types))
+    cells: list[Cell] = []
+    coef: list[float] = []
+    for c in range(k):
+        for j in range(m):
+            if throughput[c, j] <= 0:
+                continue
+            for partner in partner_types:
+                if partner.scale_factor != job_types[c].scale_factor:
+                    continue
+                if partner == job_types[c] and count[partner] < 2:
+                    continue
+                own, other = table.pair(worker_types[j], job_types[c], partner)
+                if own > 0 and other > 0:
+                    cells.append((c, j, partner))
+                    coef.append(own)
+    return cells, coef
+
+
+def group_pair_cells(cells: list[Cell], job_types: list[JobType]):
+    """(cells of each row, cells of each (type j, own job type, partner job type)), in cell order."""
+    by_row: dict[int, list[int]] = defaultdict(list)
+    by_type: dict[tuple[int, JobType, JobType], list[int]] = defaultdict(list)
+    for n, (c, j, partner) in enumerate(cells):
+        by_row[c].append(n)
+        by_type[(j, job_types[c], partner)].append(n)
+    return by_row, by_type
+
+
 class PackedLP(AllocationLP):
     def __init__(self, throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray,
                  multiplicity: np.ndarray, job_types: list[JobType], worker_types: list[str],
@@ -35,33 +74,11 @@ class PackedLP(AllocationLP):
     def _build_extra(self, model, throughput, scale, capacity, mult) -> None:
         job_types, worker_types, table = self._packing
         k, m = self.k, self.m
-        count = defaultdict(float)
-        for c in range(k):
-            count[job_types[c]] += mult[c]
-        partner_types = list(dict.fromkeys(job_types))
-        cells = []       # (c, j, partner type)
-        coef = []        # own co-located throughput
-        for c in range(k):
-            for j in range(m):
-                if throughput[c, j] <= 0:
-                    continue
-                for partner in partner_types:
-                    if partner.scale_factor != job_types[c].scale_factor:
-                        continue
-                    if partner == job_types[c] and count[partner] < 2:
-                        continue
-                    own, other = table.pair(worker_types[j], job_types[c], partner)
-                    if own > 0 and other > 0:
-                        cells.append((c, j, partner))
-                        coef.append(own)
+        cells, coef = pair_cells(throughput, mult, job_types, worker_types, table)
         self.pair_cells, self.pair_coef = cells, np.array(coef)
         self.job_types, self.mult = job_types, mult
         model.paired = pyo.Var(range(len(cells)), bounds=(0.0, 1.0))
-        by_row = defaultdict(list)
-        by_type = defaultdict(list)
-        for n, (c, j, partner) in enumerate(cells):
-            by_row[c].append(n)
-            by_type[(j, job_types[c], partner)].append(n)
+        by_row, by_type = group_pair_cells(cells, job_types)
         self.pairs_of_row = by_row
         model.packing = pyo.ConstraintList()
         with PauseGC():

@@ -19,15 +19,21 @@ def job_type_codes(problem: Problem) -> np.ndarray:
     return np.array([codes.setdefault(jt, len(codes)) for jt in problem.job_types], dtype=float)
 
 
-def build_space(problem: Problem, seen: np.ndarray, *keys: np.ndarray, packed: bool = False,
-                aggregate: bool = True) -> tuple[AllocationLP, Classes]:
-    """LP over `seen` throughputs; jobs agreeing on `keys` (and job type, if packed) share a class."""
+def space_classes(problem: Problem, seen: np.ndarray, *keys: np.ndarray, packed: bool = False,
+                  aggregate: bool = True) -> Classes:
+    """Jobs agreeing on `seen` throughputs, scale factor and `keys` (and job type, if packed) share a class."""
     if packed:
         if problem.table is None or not problem.table.has_pairs():
             raise InputError("packing policies need co-located pair rows in the throughput table "
                              "(profile pairs, or fill them with 'rota table estimate')", field="partner_model")
         keys = keys + (job_type_codes(problem),)
-    classes = make_classes(seen, problem.scale, *keys, aggregate=aggregate)
+    return make_classes(seen, problem.scale, *keys, aggregate=aggregate)
+
+
+def build_space(problem: Problem, seen: np.ndarray, *keys: np.ndarray, packed: bool = False,
+                aggregate: bool = True) -> tuple[AllocationLP, Classes]:
+    """LP over `seen` throughputs, one row per class (`space_classes`)."""
+    classes = space_classes(problem, seen, *keys, packed=packed, aggregate=aggregate)
     rep = classes.representative
     if packed:
         lp = PackedLP(seen[rep], problem.scale[rep], problem.capacity, classes.multiplicity,

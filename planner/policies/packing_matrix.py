@@ -1,0 +1,114 @@
+"""Packed max-min fairness (LAS with space sharing) handed to HiGHS as a matrix.
+
+The same LP as `PackedLP` plus the fairness rows of `MaxMinFairness`, written
+with `RowBuilder` in the order the Pyomo route hands it to HiGHS: the base
+capacity and time rows still active (those of types and rows without pair
+variables), then the fairness rows, then the packing rows in the order
+`PackedLP._build_extra` adds them. Same rows, columns and coefficients, so the
+interior-point answer is the same point (tests compare both routes). Through
+Pyomo a simulation spent ~100 ms per re-solve building this model; here it
+takes a few milliseconds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.policies.base import Allocation
+from planner.policies.matrix_lp import INF, MatrixLP, RowBuilder, solve_matrix
+from planner.policies.packing import Cell, group_pair_cells, pair_allocation, pair_cells
+from planner.policies.space import space_classes
+from planner.problem import Problem
+from planner.table import JobType
+
+
+@dataclass
+class PairLayout:
+    """What `pair_allocation` reads to turn type-level pair time into job pairs."""
+
+    m: int
+    pair_cells: list[Cell]
+    job_types: list[JobType]
+
+
+def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, mult: np.ndarray,
+                          factor: np.ndarray, job_types: list[JobType], worker_types: list[str],
+                          table) -> tuple[MatrixLP, RowBuilder, list[Cell]]:
+    k, m = throughput.shape
+    runnable = throughput > 0
+    cells, coef = pair_cells(throughput, mult, job_types, worker_types, table)
+    by_row, by_type = group_pair_cells(cells, job_types)
+    paired_types = {j for _, j, _ in cells}
+    rows = RowBuilder()
+    # Base rows that have no pair variables stay as AllocationLP wrote them.
+    for j in range(m):
+        if j not in paired_types:
+            terms = [(("x", c, j), float(mult[c] * scale[c])) for c in range(k) if runnable[c, j]]
+            if terms:
+                rows.add(terms, -INF, float(capacity[j]))
+    for c in range(k):
+        if not by_row.get(c):
+            terms = [(("x", c, j), 1.0) for j in range(m) if runnable[c, j]]
+            if terms:
+                rows.add(terms, -INF, 1.0)
+    # Fairness: t - factor_c (Σ_j T x + Σ co-located T z) <= 0.
+    for c in range(k):
+        terms = [(("x", c, j), -float(throughput[c, j] * factor[c] * 1.0)) for j in range(m) if runnable[c, j]]
+        terms += [(("z", n), -float(coef[n] * factor[c] * 1.0)) for n in by_row.get(c, [])]
+        rows.add([(("t",), 1.0)] + terms, -INF, 0.0)
+    # Packing rows, as PackedLP._build_extra adds them.
+    for c in range(k):
+        if by_row.get(c):
+            own = [(("x", c, j), 1.0) for j in range(m) if runnable[c, j]]
+            rows.add(own + [(("z", n), 1.0) for n in by_row[c]], -INF, 1.0)
+    for j in range(m):
+        pair_terms = [(("z", n), 0.5 * float(mult[c] * scale[c])) for n, (c, jj, _) in enumerate(cells) if jj == j]
+        if pair_terms:
+            solo = [(("x", c, j), float(mult[c] * scale[c])) for c in range(k) if runnable[c, j]]
+            rows.add(solo + pair_terms, -INF, float(capacity[j]))
+    done = set()
+    for (j, a, b), cells_ab in by_type.items():
+        if a == b:
+            total = [(("z", n), -float(mult[cells[n][0]])) for n in cells_ab]
+            for n in cells_ab:
+                rows.add([(("z", n), 1.0 + mult[cells[n][0]])] + total, -INF, 0.0)
+            continue
+        if (j, b, a) in done:
+            continue
+        done.add((j, a, b))
+        lhs = [(("z", n), float(mult[cells[n][0]])) for n in cells_ab]
+        rhs = [(("z", n), -float(mult[cells[n][0]])) for n in by_type.get((j, b, a), [])]
+        rows.add(lhs + rhs, 0.0, 0.0)
+    bounds = {var: (0.0, 1.0) for var in rows.column}
+    bounds[("t",)] = (-INF, INF)
+    for (j, a, b), cells_ab in by_type.items():
+        if a != b and (j, b, a) not in by_type:
+            for n in cells_ab:  # the partner type has no way back: no pairing
+                bounds[("z", n)] = (0.0, 0.0)
+    return rows.matrix(bounds, {("t",): 1.0}), rows, cells
+
+
+def allocate_packed_max_min(problem: Problem, seen: np.ndarray, factor: np.ndarray, *, aggregate: bool,
+                            method: str, policy: str) -> Allocation:
+    started = time.perf_counter()
+    classes = space_classes(problem, seen, problem.weight, packed=True, aggregate=aggregate)
+    rep = classes.representative
+    job_types = [problem.job_types[i] for i in rep]
+    lp, rows, cells = packed_max_min_matrix(seen[rep], problem.scale[rep], problem.capacity, classes.multiplicity,
+                                            factor[rep], job_types, problem.worker_types, problem.table)
+    build_s = time.perf_counter() - started
+    values, objective, solve_s = solve_matrix(lp, method=method, policy=policy)
+    k, m = seen[rep].shape
+    x = np.zeros((k, m))
+    z = np.zeros(len(cells))
+    for var, col in rows.column.items():
+        if var[0] == "x":
+            x[var[1], var[2]] = values[col]
+        elif var[0] == "z":
+            z[var[1]] = values[col]
+    layout = PairLayout(m, cells, job_types)
+    _, pair_x = pair_allocation(layout, z, classes.index, problem.job_ids)
+    return Allocation(np.clip(x, 0.0, 1.0)[classes.index], objective=objective, status="optimal",
+                      solver=f"highs-{method}", build_s=build_s, solve_s=solve_s, n_classes=classes.n, pair_x=pair_x)
