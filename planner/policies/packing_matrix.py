@@ -63,8 +63,11 @@ def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: n
         if by_row.get(c):
             own = [(("x", c, j), 1.0) for j in range(m) if runnable[c, j]]
             rows.add(own + [(("z", n), 1.0) for n in by_row[c]], -INF, 1.0)
+    pair_terms_of_type: dict[int, list] = {}
+    for n, (c, j, _) in enumerate(cells):
+        pair_terms_of_type.setdefault(j, []).append((("z", n), 0.5 * float(mult[c] * scale[c])))
     for j in range(m):
-        pair_terms = [(("z", n), 0.5 * float(mult[c] * scale[c])) for n, (c, jj, _) in enumerate(cells) if jj == j]
+        pair_terms = pair_terms_of_type.get(j)
         if pair_terms:
             solo = [(("x", c, j), float(mult[c] * scale[c])) for c in range(k) if runnable[c, j]]
             rows.add(solo + pair_terms, -INF, float(capacity[j]))
