@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from planner.atomic import write_with
@@ -282,6 +283,31 @@ class ThroughputTable:
 
     def has_pairs(self) -> bool:
         return bool(self._pair)
+
+    def pair_matrix(self, worker_type: str, job_types: list[JobType]) -> tuple[np.ndarray, np.ndarray]:
+        """(own, partner) as `pair()` gives them for every ordered pair of `job_types`:
+        own[a, b] is a's steps/s next to b on `worker_type`, partner[a, b] b's; 0 where absent.
+        Reads a dense copy of the pair rows made on first use (the table does not change)."""
+        dense = self.__dict__.get("_pair_dense")
+        if dense is None:
+            kinds = sorted({jt for key in self._pair for jt in key[1:]}, key=JobType.sort_key)
+            number = {jt: i for i, jt in enumerate(kinds)}
+            arrays: dict[str, np.ndarray] = {}
+            for (w, a, b), rate in self._pair.items():
+                grid = arrays.setdefault(w, np.zeros((len(kinds) + 1, len(kinds) + 1)))  # last: not in the table
+                grid[number[a], number[b]] = rate
+            dense = self._pair_dense = (number, arrays)
+        number, arrays = dense
+        grid = arrays.get(worker_type)
+        if grid is None:
+            zero = np.zeros((len(job_types), len(job_types)))
+            return zero, zero.copy()
+        missing = len(grid) - 1
+        index = [number.get(jt, missing) for jt in job_types]
+        own = grid[np.ix_(index, index)]
+        partner = own.T
+        ok = (own > 0) & (partner > 0)
+        return np.where(ok, own, 0.0), np.where(ok, partner, 0.0)
 
     def to_frame(self) -> pd.DataFrame:
         frame = pd.DataFrame(self.rows, columns=COLUMNS)

@@ -177,3 +177,25 @@ def test_gavel_bad_json(tmp_path):
 def test_from_records_defaults_columns():
     table = ThroughputTable.from_records([{"worker_type": "a", "model": "m", "scale_factor": 1, "throughput": 2}])
     assert table.solo("a", JobType("m", None)) == 2 and set(table.to_frame().columns) == set(COLUMNS)
+
+
+def test_pair_matrix_agrees_with_pair():
+    records = []
+    for w in ("v100", "k80"):
+        for m in ("A", "B", "C"):
+            records.append(dict(worker_type=w, model=m, scale_factor=1, throughput=2.0))
+        records += [dict(worker_type=w, model="A", scale_factor=1, partner_model="B", throughput=1.5),
+                    dict(worker_type=w, model="B", scale_factor=1, partner_model="A", throughput=1.2),
+                    dict(worker_type=w, model="A", scale_factor=1, partner_model="A", throughput=1.1)]
+    records.append(dict(worker_type="v100", model="C", scale_factor=1, partner_model="B", throughput=0.9))
+    records.append(dict(worker_type="v100", model="B", scale_factor=1, partner_model="C", throughput=0.0,
+                        status="oom"))  # measured but not runnable: no pair either way
+    table = ThroughputTable.from_records(records)
+    kinds = [JobType("C", None), JobType("A", None), JobType("B", None), JobType("Z", None)]  # Z: not in the table
+    for w in ("v100", "k80", "t4"):
+        own, partner = table.pair_matrix(w, kinds)
+        for a, ka in enumerate(kinds):
+            for b, kb in enumerate(kinds):
+                assert (own[a, b], partner[a, b]) == table.pair(w, ka, kb), (w, ka, kb)
+    own, _ = table.pair_matrix("v100", kinds)
+    assert own[1, 2] == 1.5 and own[2, 1] == 1.2 and own[1, 1] == 1.1 and own[0, 2] == 0.0

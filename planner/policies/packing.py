@@ -16,6 +16,7 @@ mechanism: x_ab = z[a,j,B] z[b,j,A] / Σ_{a' of type A} z[a',j,B].
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 import pyomo.environ as pyo
@@ -25,42 +26,58 @@ from planner.policies.lp import AllocationLP
 from planner.table import JobType, ThroughputTable
 
 
-Cell = tuple[int, int, JobType]  # (row c, worker type j, partner job type)
+Cell = tuple[int, int, int]  # (row c, worker type j, partner kind p): p indexes PairCells.kinds
+
+
+@dataclass
+class PairCells:
+    """The pair variables of a packed LP: one per (row, type, partner job type) that can share a GPU."""
+
+    cells: list[Cell]
+    coef: list[float]           # the row's own co-located throughput in each cell
+    kinds: list[JobType]        # the rows' distinct job types, in order of first appearance
+    kind_of: list[int]          # kinds index of each row's job type
 
 
 def pair_cells(throughput: np.ndarray, mult: np.ndarray, job_types: list[JobType], worker_types: list[str],
-               table: ThroughputTable) -> tuple[list[Cell], list[float]]:
-    """Every (row, type, partner type) that can share a GPU, and the row's co-located throughput there."""
+               table: ThroughputTable) -> PairCells:
+    """Every (row, type, partner type) that can share a GPU, and the row's co-located throughput there:
+    equal scale factors, both members positive in the table, and a job type pairs with itself
+    only when it has two jobs or more."""
     k, m = throughput.shape
-    count = defaultdict(float)
+    kinds = list(dict.fromkeys(job_types))
+    number = {jt: i for i, jt in enumerate(kinds)}
+    kind_of = [number[jt] for jt in job_types]
+    count = np.zeros(len(kinds))
     for c in range(k):
-        count[job_types[c]] += mult[c]
-    partner_types = list(dict.fromkeys(job_types))
+        count[kind_of[c]] += mult[c]
+    scale = np.array([jt.scale_factor for jt in kinds])
+    rates = [table.pair_matrix(w, kinds) for w in worker_types]
     cells: list[Cell] = []
     coef: list[float] = []
     for c in range(k):
+        a = kind_of[c]
+        partners = scale == scale[a]
+        if count[a] < 2:
+            partners[a] = False
         for j in range(m):
             if throughput[c, j] <= 0:
                 continue
-            for partner in partner_types:
-                if partner.scale_factor != job_types[c].scale_factor:
-                    continue
-                if partner == job_types[c] and count[partner] < 2:
-                    continue
-                own, other = table.pair(worker_types[j], job_types[c], partner)
-                if own > 0 and other > 0:
-                    cells.append((c, j, partner))
-                    coef.append(own)
-    return cells, coef
+            own, other = rates[j]
+            for p in np.flatnonzero(partners & (own[a] > 0) & (other[a] > 0)).tolist():
+                cells.append((c, j, p))
+                coef.append(float(own[a, p]))
+    return PairCells(cells, coef, kinds, kind_of)
 
 
-def group_pair_cells(cells: list[Cell], job_types: list[JobType]):
-    """(cells of each row, cells of each (type j, own job type, partner job type)), in cell order."""
+def group_pair_cells(pairs: PairCells):
+    """(cells of each row, cells of each (type j, own kind, partner kind)), in cell order."""
     by_row: dict[int, list[int]] = defaultdict(list)
-    by_type: dict[tuple[int, JobType, JobType], list[int]] = defaultdict(list)
-    for n, (c, j, partner) in enumerate(cells):
+    by_type: dict[tuple[int, int, int], list[int]] = defaultdict(list)
+    kind_of = pairs.kind_of
+    for n, (c, j, p) in enumerate(pairs.cells):
         by_row[c].append(n)
-        by_type[(j, job_types[c], partner)].append(n)
+        by_type[(j, kind_of[c], p)].append(n)
     return by_row, by_type
 
 
@@ -74,11 +91,12 @@ class PackedLP(AllocationLP):
     def _build_extra(self, model, throughput, scale, capacity, mult) -> None:
         job_types, worker_types, table = self._packing
         k, m = self.k, self.m
-        cells, coef = pair_cells(throughput, mult, job_types, worker_types, table)
-        self.pair_cells, self.pair_coef = cells, np.array(coef)
-        self.job_types, self.mult = job_types, mult
+        pairs = pair_cells(throughput, mult, job_types, worker_types, table)
+        cells = pairs.cells
+        self.pair_cells, self.pair_coef = cells, np.array(pairs.coef)
+        self.kinds, self.kind_of, self.mult = pairs.kinds, pairs.kind_of, mult
         model.paired = pyo.Var(range(len(cells)), bounds=(0.0, 1.0))
-        by_row, by_type = group_pair_cells(cells, job_types)
+        by_row, by_type = group_pair_cells(pairs)
         self.pairs_of_row = by_row
         model.packing = pyo.ConstraintList()
         with PauseGC():
@@ -130,23 +148,23 @@ class PackedLP(AllocationLP):
         return np.array([self.model.paired[n].value or 0.0 for n in range(len(self.pair_cells))])
 
 
-def pair_allocation(lp: PackedLP, z: np.ndarray, class_index: np.ndarray, job_ids: list[str],
-                    threshold: float = 1e-7) -> tuple[np.ndarray, dict[tuple[str, str], np.ndarray]]:
-    """Job-pair time fractions from the type-level z, plus each job's pair time per type.
+def pair_allocation(lp, z: np.ndarray, class_index: np.ndarray, job_ids: list[str],
+                    threshold: float = 1e-7) -> dict[tuple[str, str], np.ndarray]:
+    """Job-pair time fractions from the type-level z: {(id_a, id_b): row over types}.
 
-    Returns (pair time per job and type (n, m), {(id_a, id_b): row over types}).
+    `lp` is a PackedLP, or anything with its `m`, `pair_cells`, `kinds` and `kind_of`.
     """
-    m = lp.m
+    m, kinds, kind_of = lp.m, lp.kinds, lp.kind_of
     members = defaultdict(list)  # class -> job indices
     for i, c in enumerate(class_index):
         members[int(c)].append(i)
-    # per (type j, own type A, partner type B): [(job index, z)]
+    # per (type j, own kind A, partner kind B): [(job index, z)]
     groups = defaultdict(list)
     for n, (c, j, partner) in enumerate(lp.pair_cells):
         if z[n] > threshold:
             for i in members[c]:
-                groups[(j, lp.job_types[c], partner)].append((i, z[n]))
-    pairs: dict[tuple[str, str], np.ndarray] = {}
+                groups[(j, kind_of[c], partner)].append((i, z[n]))
+    pairs: dict[tuple[str, str], list[float]] = {}
     for (j, a, b), own in groups.items():
         if a == b:
             total = sum(v for _, v in own)
@@ -156,7 +174,8 @@ def pair_allocation(lp: PackedLP, z: np.ndarray, class_index: np.ndarray, job_id
                     value = za * zb / (total - (za + zb) / 2) if total > (za + zb) / 2 else 0.0
                     _add(pairs, job_ids[ia], job_ids[ib], j, value, m)
             continue
-        if a.sort_key() > b.sort_key() or (a.sort_key() == b.sort_key() and a.label > b.label):
+        ka, kb = kinds[a], kinds[b]
+        if ka.sort_key() > kb.sort_key() or (ka.sort_key() == kb.sort_key() and ka.label > kb.label):
             continue  # handle each unordered type pair once
         other = groups.get((j, b, a), [])
         total = sum(v for _, v in own)
@@ -165,15 +184,12 @@ def pair_allocation(lp: PackedLP, z: np.ndarray, class_index: np.ndarray, job_id
         for ia, za in own:
             for ib, zb in other:
                 _add(pairs, job_ids[ia], job_ids[ib], j, za * zb / total, m)
-    per_job = np.zeros((len(job_ids), m))
-    index = {jid: i for i, jid in enumerate(job_ids)}
-    for (ia, ib), row in pairs.items():
-        per_job[index[ia]] += row
-        per_job[index[ib]] += row
-    return per_job, pairs
+    return {key: np.array(row, dtype=float) for key, row in pairs.items()}
 
 
-def _add(pairs, a: str, b: str, j: int, value: float, m: int) -> None:
+def _add(pairs: dict[tuple[str, str], list[float]], a: str, b: str, j: int, value: float, m: int) -> None:
     key = (a, b) if a < b else (b, a)
-    row = pairs.setdefault(key, np.zeros(m))
+    row = pairs.get(key)
+    if row is None:
+        row = pairs[key] = [0.0] * m
     row[j] += value

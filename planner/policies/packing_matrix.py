@@ -18,7 +18,7 @@ import numpy as np
 
 from planner.policies.base import Allocation
 from planner.policies.matrix_lp import INF, MatrixLP, RowBuilder, solve_matrix
-from planner.policies.packing import Cell, group_pair_cells, pair_allocation, pair_cells
+from planner.policies.packing import Cell, PairCells, group_pair_cells, pair_allocation, pair_cells
 from planner.policies.space import space_classes
 from planner.problem import Problem
 from planner.table import JobType
@@ -30,67 +30,73 @@ class PairLayout:
 
     m: int
     pair_cells: list[Cell]
-    job_types: list[JobType]
+    kinds: list[JobType]
+    kind_of: list[int]
 
 
 def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, mult: np.ndarray,
                           factor: np.ndarray, job_types: list[JobType], worker_types: list[str],
-                          table) -> tuple[MatrixLP, RowBuilder, list[Cell]]:
+                          table) -> tuple[MatrixLP, RowBuilder, PairCells]:
     k, m = throughput.shape
-    runnable = throughput > 0
-    cells, coef = pair_cells(throughput, mult, job_types, worker_types, table)
-    by_row, by_type = group_pair_cells(cells, job_types)
+    pairs = pair_cells(throughput, mult, job_types, worker_types, table)
+    cells, coef = pairs.cells, pairs.coef
+    by_row, by_type = group_pair_cells(pairs)
+    # Python lists: cheaper per element than numpy scalars, same float arithmetic.
+    rate, runnable = throughput.tolist(), (throughput > 0).tolist()
+    mult_, scale_, factor_ = mult.tolist(), scale.tolist(), factor.tolist()
     paired_types = {j for _, j, _ in cells}
+    # Variable ids (plain ints hash fastest): x[c, j] = c·m + j, z[n] = k·m + n, t last.
+    z0, t = k * m, k * m + len(cells)
     rows = RowBuilder()
     # Base rows that have no pair variables stay as AllocationLP wrote them.
     for j in range(m):
         if j not in paired_types:
-            terms = [(("x", c, j), float(mult[c] * scale[c])) for c in range(k) if runnable[c, j]]
+            terms = [(c * m + j, float(mult_[c] * scale_[c])) for c in range(k) if runnable[c][j]]
             if terms:
                 rows.add(terms, -INF, float(capacity[j]))
     for c in range(k):
         if not by_row.get(c):
-            terms = [(("x", c, j), 1.0) for j in range(m) if runnable[c, j]]
+            terms = [(c * m + j, 1.0) for j in range(m) if runnable[c][j]]
             if terms:
                 rows.add(terms, -INF, 1.0)
     # Fairness: t - factor_c (Σ_j T x + Σ co-located T z) <= 0.
     for c in range(k):
-        terms = [(("x", c, j), -float(throughput[c, j] * factor[c] * 1.0)) for j in range(m) if runnable[c, j]]
-        terms += [(("z", n), -float(coef[n] * factor[c] * 1.0)) for n in by_row.get(c, [])]
-        rows.add([(("t",), 1.0)] + terms, -INF, 0.0)
+        terms = [(c * m + j, -float(rate[c][j] * factor_[c] * 1.0)) for j in range(m) if runnable[c][j]]
+        terms += [(z0 + n, -float(coef[n] * factor_[c] * 1.0)) for n in by_row.get(c, [])]
+        rows.add([(t, 1.0)] + terms, -INF, 0.0)
     # Packing rows, as PackedLP._build_extra adds them.
     for c in range(k):
         if by_row.get(c):
-            own = [(("x", c, j), 1.0) for j in range(m) if runnable[c, j]]
-            rows.add(own + [(("z", n), 1.0) for n in by_row[c]], -INF, 1.0)
+            own = [(c * m + j, 1.0) for j in range(m) if runnable[c][j]]
+            rows.add(own + [(z0 + n, 1.0) for n in by_row[c]], -INF, 1.0)
     pair_terms_of_type: dict[int, list] = {}
     for n, (c, j, _) in enumerate(cells):
-        pair_terms_of_type.setdefault(j, []).append((("z", n), 0.5 * float(mult[c] * scale[c])))
+        pair_terms_of_type.setdefault(j, []).append((z0 + n, 0.5 * float(mult_[c] * scale_[c])))
     for j in range(m):
         pair_terms = pair_terms_of_type.get(j)
         if pair_terms:
-            solo = [(("x", c, j), float(mult[c] * scale[c])) for c in range(k) if runnable[c, j]]
+            solo = [(c * m + j, float(mult_[c] * scale_[c])) for c in range(k) if runnable[c][j]]
             rows.add(solo + pair_terms, -INF, float(capacity[j]))
     done = set()
     for (j, a, b), cells_ab in by_type.items():
         if a == b:
-            total = [(("z", n), -float(mult[cells[n][0]])) for n in cells_ab]
+            total = [(z0 + n, -float(mult_[cells[n][0]])) for n in cells_ab]
             for n in cells_ab:
-                rows.add([(("z", n), 1.0 + mult[cells[n][0]])] + total, -INF, 0.0)
+                rows.add([(z0 + n, 1.0 + mult_[cells[n][0]])] + total, -INF, 0.0)
             continue
         if (j, b, a) in done:
             continue
         done.add((j, a, b))
-        lhs = [(("z", n), float(mult[cells[n][0]])) for n in cells_ab]
-        rhs = [(("z", n), -float(mult[cells[n][0]])) for n in by_type.get((j, b, a), [])]
+        lhs = [(z0 + n, float(mult_[cells[n][0]])) for n in cells_ab]
+        rhs = [(z0 + n, -float(mult_[cells[n][0]])) for n in by_type.get((j, b, a), [])]
         rows.add(lhs + rhs, 0.0, 0.0)
     bounds = {var: (0.0, 1.0) for var in rows.column}
-    bounds[("t",)] = (-INF, INF)
+    bounds[t] = (-INF, INF)
     for (j, a, b), cells_ab in by_type.items():
         if a != b and (j, b, a) not in by_type:
             for n in cells_ab:  # the partner type has no way back: no pairing
-                bounds[("z", n)] = (0.0, 0.0)
-    return rows.matrix(bounds, {("t",): 1.0}), rows, cells
+                bounds[z0 + n] = (0.0, 0.0)
+    return rows.matrix(bounds, {t: 1.0}), rows, pairs
 
 
 def allocate_packed_max_min(problem: Problem, seen: np.ndarray, factor: np.ndarray, *, aggregate: bool,
@@ -99,19 +105,19 @@ def allocate_packed_max_min(problem: Problem, seen: np.ndarray, factor: np.ndarr
     classes = space_classes(problem, seen, problem.weight, packed=True, aggregate=aggregate)
     rep = classes.representative
     job_types = [problem.job_types[i] for i in rep]
-    lp, rows, cells = packed_max_min_matrix(seen[rep], problem.scale[rep], problem.capacity, classes.multiplicity,
+    lp, rows, pairs = packed_max_min_matrix(seen[rep], problem.scale[rep], problem.capacity, classes.multiplicity,
                                             factor[rep], job_types, problem.worker_types, problem.table)
     build_s = time.perf_counter() - started
     values, objective, solve_s = solve_matrix(lp, method=method, policy=policy)
     k, m = seen[rep].shape
     x = np.zeros((k, m))
-    z = np.zeros(len(cells))
+    z = np.zeros(len(pairs.cells))
     for var, col in rows.column.items():
-        if var[0] == "x":
-            x[var[1], var[2]] = values[col]
-        elif var[0] == "z":
-            z[var[1]] = values[col]
-    layout = PairLayout(m, cells, job_types)
-    _, pair_x = pair_allocation(layout, z, classes.index, problem.job_ids)
+        if var < k * m:
+            x[var // m, var % m] = values[col]
+        elif var < k * m + len(z):
+            z[var - k * m] = values[col]
+    layout = PairLayout(m, pairs.cells, pairs.kinds, pairs.kind_of)
+    pair_x = pair_allocation(layout, z, classes.index, problem.job_ids)
     return Allocation(np.clip(x, 0.0, 1.0)[classes.index], objective=objective, status="optimal",
                       solver=f"highs-{method}", build_s=build_s, solve_s=solve_s, n_classes=classes.n, pair_x=pair_x)
