@@ -179,6 +179,44 @@ def test_allox_runs_jobs_to_completion_and_rejects_multi_gpu():
         make_policy("allox").allocate(make_problem([[1.0]], [2], scale=[2]))
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.data())
+def test_allox_first_in_line_comes_from_an_optimal_schedule(n, gpus, data):
+    """Brute force: every assignment of jobs to GPUs; on each GPU the shortest job goes first
+    (sum of completion times), so the optimum's first-in-line jobs are checkable."""
+    from itertools import product
+
+    from planner.policies.allox import _first_in_line
+
+    rate = st.sampled_from([0.0, 1.0, 2.0, 4.0])
+    tput = [[data.draw(rate) for _ in range(gpus)] for _ in range(n)]
+    for row in tput:
+        row[data.draw(st.integers(0, gpus - 1))] = data.draw(st.sampled_from([1.0, 2.0]))  # runs somewhere
+    remaining = [data.draw(st.sampled_from([10.0, 20.0, 30.0])) for _ in range(n)]
+    problem = make_problem(tput, [1] * gpus, remaining=remaining)
+    chosen, _ = _first_in_line(problem, list(range(n)), list(range(gpus)))
+
+    def p(i, g):
+        return remaining[i] / tput[i][g]
+
+    best, firsts = None, []
+    for assign in product(range(gpus), repeat=n):
+        if any(tput[i][g] == 0 for i, g in enumerate(assign)):
+            continue
+        cost, first = 0.0, {}
+        for g in range(gpus):
+            times = sorted(p(i, g) for i in range(n) if assign[i] == g)
+            cost += sum(t * (len(times) - k) for k, t in enumerate(times))
+            if times:
+                first[g] = {i for i in range(n) if assign[i] == g and p(i, g) == times[0]}
+        if best is None or cost < best - 1e-9:
+            best, firsts = cost, [first]
+        elif abs(cost - best) <= 1e-9:
+            firsts.append(first)
+    by_gpu = {g: i for i, g in chosen.items()}
+    assert any(by_gpu.keys() == first.keys() and all(by_gpu[g] in first[g] for g in first) for first in firsts)
+
+
 @st.composite
 def classy_problems(draw):
     kinds = draw(st.integers(1, 4))

@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 import time
 
 import numpy as np
-import pyomo.environ as pyo
-from pyomo.contrib.appsi.base import TerminationCondition
-from pyomo.contrib.appsi.solvers import Highs
 
-from planner.errors import InputError, SolverError
+from planner.errors import InputError
 from planner.policies.base import Allocation, empty_allocation
+from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
 from planner.problem import Problem
 
 
@@ -76,31 +74,37 @@ def _first_in_line(problem: Problem, candidates: list[int], workers: list[int]) 
         return {}, 0.0
     # a GPU never needs more positions than there are jobs competing for it
     positions = len(candidates)
-    arcs = [(a, k, g) for a, i in enumerate(candidates) for g, w in enumerate(workers) if tput[i, w] > 0
-            for k in range(1, positions + 1)]
+    # arcs (candidate a, position k from last, GPU g), job by job: the columns, in this order
+    ok = tput[np.ix_(candidates, workers)] > 0
+    job, gpu = np.nonzero(ok)
+    arc_job = np.repeat(job, positions)
+    arc_gpu = np.repeat(gpu, positions)
+    arc_k = np.tile(np.arange(1, positions + 1), len(job))
+    cand, work = np.array(candidates), np.array(workers)
     time_scale = max(float(np.max([problem.remaining[i] / tput[i].max() for i in candidates])), 1e-9)
-    model = pyo.ConcreteModel()
-    model.y = pyo.Var(range(len(arcs)), bounds=(0, 1))
-    by_job, by_slot = {}, {}
-    for n, (a, k, g) in enumerate(arcs):
-        by_job.setdefault(a, []).append(n)
-        by_slot.setdefault((k, g), []).append(n)
-    model.one_slot = pyo.Constraint(list(by_job), rule=lambda mdl, a: sum(mdl.y[n] for n in by_job[a]) == 1)
-    model.one_job = pyo.Constraint(list(by_slot), rule=lambda mdl, k, g: sum(mdl.y[n] for n in by_slot[(k, g)]) <= 1)
-    model.cost = pyo.Objective(expr=sum(
-        k * problem.remaining[candidates[a]] / tput[candidates[a], workers[g]] / time_scale * model.y[n]
-        for n, (a, k, g) in enumerate(arcs)), sense=pyo.minimize)
-    solver = Highs()
-    solver.config.load_solution = False
-    solver.highs_options = {"solver": "simplex"}
-    started = time.perf_counter()
-    results = solver.solve(model)
-    elapsed = time.perf_counter() - started
-    if results.termination_condition != TerminationCondition.optimal:
-        raise SolverError(f"allox: HiGHS ended '{results.termination_condition.name}', not optimal")
-    results.solution_loader.load_vars()
+    cost = arc_k * problem.remaining[cand[arc_job]] / tput[cand[arc_job], work[arc_gpu]] / time_scale
+    # rows as the Pyomo model had them: one slot per job (= 1), then one job per slot (<= 1),
+    # slots in order of first appearance (the order fixes HiGHS's vertex among tied optima)
+    n = len(arc_job)
+    slot = arc_k * len(workers) + arc_gpu
+    _, first = np.unique(slot, return_index=True)
+    slots_in_order = slot[np.sort(first)]
+    slot_row = np.empty(int(slot.max()) + 1, dtype=np.int64)
+    slot_row[slots_in_order] = np.arange(len(slots_in_order))
+    by_slot = np.argsort(slot_row[slot], kind="stable")  # arcs grouped by slot, arc order within
+    per_job = np.bincount(arc_job, minlength=len(candidates))
+    per_slot = np.bincount(slot_row[slot], minlength=len(slots_in_order))
+    lengths = np.concatenate((per_job, per_slot))
+    start = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=start[1:])
+    rows = len(candidates) + len(slots_in_order)
+    lp = MatrixLP(cost=cost.astype(float), lower=np.zeros(n), upper=np.ones(n), row_start=start,
+                  row_index=np.concatenate((np.arange(n), by_slot)).astype(np.int32), row_value=np.ones(2 * n),
+                  row_lower=np.concatenate((np.ones(len(candidates)), np.full(len(slots_in_order), -INF))),
+                  row_upper=np.ones(rows), maximize=False)
+    y, _, elapsed = solve_matrix(lp, method="simplex", policy="allox", options={"solver": "simplex"})
     best: dict[int, tuple[int, int]] = {}  # GPU -> (position from last, candidate)
-    for n, (a, k, g) in enumerate(arcs):
-        if (model.y[n].value or 0.0) > 0.5 and (g not in best or k > best[g][0]):
+    for a, k, g, value in zip(arc_job.tolist(), arc_k.tolist(), arc_gpu.tolist(), y.tolist()):
+        if value > 0.5 and (g not in best or k > best[g][0]):
             best[g] = (k, a)
     return {candidates[a]: workers[g] for g, (k, a) in best.items()}, elapsed

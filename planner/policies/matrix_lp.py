@@ -79,23 +79,26 @@ class RowBuilder:
                         row_upper=np.array(self.row_upper, dtype=float))
 
 
-_SOLVERS: dict[str, highspy.Highs] = {}
+_SOLVERS: dict[tuple, highspy.Highs] = {}
 
 
-def _solver(method: str) -> highspy.Highs:
-    """One HiGHS object per method and process: passModel replaces the model and its
+def _solver(options: dict) -> highspy.Highs:
+    """One HiGHS object per option set and process: passModel replaces the model and its
     solver state, so reuse changes no answer, and saves creating one per solve."""
-    if method not in _SOLVERS:
+    key = tuple(sorted(options.items()))
+    if key not in _SOLVERS:
         with capture_output(capture_fd=True):  # HiGHS prints a banner when the first one is made
             solver = highspy.Highs()
-        for name, value in highs_options(method).items():
+        for name, value in options.items():
             solver.setOptionValue(name, value)
-        _SOLVERS[method] = solver
-    return _SOLVERS[method]
+        _SOLVERS[key] = solver
+    return _SOLVERS[key]
 
 
-def solve_matrix(lp: MatrixLP, *, method: str, policy: str) -> tuple[np.ndarray, float, float]:
-    """Solve with the same HiGHS options as the Pyomo route; (values, objective, seconds).
+def solve_matrix(lp: MatrixLP, *, method: str, policy: str,
+                 options: dict | None = None) -> tuple[np.ndarray, float, float]:
+    """Solve with the same HiGHS options as the Pyomo route (`highs_options(method)`, or
+    `options` where a policy sets its own); (values, objective, seconds).
     Anything but an optimal end raises SolverError."""
     started = time.perf_counter()
     model = highspy.HighsLp()
@@ -107,7 +110,7 @@ def solve_matrix(lp: MatrixLP, *, method: str, policy: str) -> tuple[np.ndarray,
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = model.num_col_, model.num_row_
     model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = (
         lp.row_start, lp.row_index, lp.row_value)
-    solver = _solver(method)
+    solver = _solver(highs_options(method) if options is None else {**options, "output_flag": False})
     try:
         solver.passModel(model)
         solver.run()
