@@ -128,3 +128,20 @@ def test_packed_direct_route_equals_pyomo(problem, aggregate, method):
     for pair, row in pyomo.pair_x.items():
         np.testing.assert_allclose(direct.pair_x[pair], row, atol=1e-9)
     assert direct.n_classes == pyomo.n_classes
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(), st.sampled_from(["finish_time_fairness", "finish_time_fairness_perf"]), st.booleans(),
+       st.data())
+def test_ftf_direct_route_equals_pyomo(problem, name, aggregate, data):
+    # FTF bisects with warm-started dual simplex: same matrix, same order, same probes -> same point
+    assume((problem.throughput > 0).any(axis=1).all())  # a job that can run nowhere has no finish time
+    problem.time_since_start[:] = [data.draw(st.sampled_from([0.0, 50.0, 400.0])) for _ in problem.job_ids]
+    direct = make_policy(name, aggregate=aggregate)
+    pyomo = make_policy(name, aggregate=aggregate, lp_backend="pyomo")
+    for _ in range(2):  # the second call uses the history the first one kept
+        a, b = direct.allocate(problem), pyomo.allocate(problem)
+        assert a.objective == pytest.approx(b.objective, rel=1e-12)
+        np.testing.assert_allclose(a.x, b.x, atol=1e-9)
+        assert a.info["probes"] == b.info["probes"] and a.n_classes == b.n_classes
+        problem.remaining = problem.remaining * 0.5

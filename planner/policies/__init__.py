@@ -27,7 +27,7 @@ class PolicyOptions:
     allox_alpha: float = 1.0
     entity_weights: dict[str, float] | None = None
     entity_policies: dict[str, str] = field(default_factory=dict)
-    lp_backend: str = "highs"  # max-min fairness: "highs" (matrix straight to HiGHS) or "pyomo"
+    lp_backend: str = "highs"  # max-min fairness, FTF: "highs" (matrix straight to HiGHS) or "pyomo"
 
 
 LP_BACKENDS = ("highs", "pyomo")
@@ -48,7 +48,7 @@ def _compat(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
 def _ftf(**fixed) -> Callable[[PolicyOptions], Policy]:
     # bisection re-solves one model many times: dual simplex warm-starts, IPM cannot
     return lambda o: FinishTimeFairness(method="simplex", aggregate=o.aggregate, gavel_compat=o.gavel_compat,
-                                        **fixed)
+                                        backend=o.lp_backend, **fixed)
 
 
 def _water(**fixed) -> Callable[[PolicyOptions], Policy]:

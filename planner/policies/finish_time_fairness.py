@@ -15,6 +15,7 @@ policy object (`get_state` / `set_state` for next-round planning).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -22,7 +23,9 @@ import pyomo.environ as pyo
 
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.closed_form import isolated_allocation
-from planner.policies.space import build_space, read_allocation
+from planner.policies.lp import Classes
+from planner.policies.matrix_lp import INF, allocation_rows, load_matrix, run_loaded
+from planner.policies.space import build_space, read_allocation, space_classes
 from planner.problem import Problem
 
 RELATIVE_GAP = 1e-6
@@ -53,6 +56,7 @@ class FinishTimeFairness:
     gavel_compat: bool = False
     fifo: bool = False
     history: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # id -> (H, R, iso)
+    backend: str = "highs"  # "pyomo": the reference formulation, a persistent Pyomo model
 
     @property
     def name(self) -> str:
@@ -92,6 +96,11 @@ class FinishTimeFairness:
         rho_iso = (since + remaining / iso) / c
         lo = float(np.max(since / c))
         hi = float(np.max(rho_iso))
+        if self.backend == "highs" and not self.packed:
+            classes = space_classes(seen_problem, seen, problem.weight, remaining, since, held,
+                                    aggregate=self.aggregate)
+            if (seen[classes.representative] > 0).any(axis=1).all():  # else: Pyomo's handling of empty rows
+                return self._bisect_direct(problem, seen, classes, remaining, since, c, lo, hi, x_iso, rho_iso)
         lp, classes = build_space(seen_problem, seen, problem.weight, remaining, since, held,
                                   packed=self.packed, aggregate=self.aggregate)
         rep = classes.representative
@@ -107,26 +116,80 @@ class FinishTimeFairness:
                 model.need[k] = float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30
             return lp.run(method=self.method, policy=self.name, allow_infeasible=True)
 
-        best, total_s, probes = None, 0.0, 0
-        if hi > lo:
-            best = feasible(hi)
-            probes += 1
-            if best is not None:
-                total_s += best[2]
-            while best is not None and (hi - lo) > RELATIVE_GAP * hi and probes < 100:
-                mid = 0.5 * (lo + hi)
-                result = feasible(mid)
-                probes += 1
-                if result is None:
-                    lo = mid
-                else:
-                    best, hi = result, mid
-                    total_s += result[2]
+        best, hi, total_s, probes = bisect(feasible, lo, hi)
         if best is None:  # isolated is always feasible; only numerical trouble lands here
             return Allocation(x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated",
                               info={"probes": probes})
         x = best[0]
         return read_allocation(lp, classes, problem, x, hi, total_s, self.method, probes=probes)
+
+    def _bisect_direct(self, problem: Problem, seen: np.ndarray, classes: Classes, remaining: np.ndarray,
+                       since: np.ndarray, c: np.ndarray, lo: float, hi: float, x_iso: np.ndarray,
+                       rho_iso: np.ndarray) -> Allocation:
+        """`allocate`'s bisection on the LP as a matrix (the Pyomo model's rows and columns, in its
+        order): one HiGHS model per call, each probe changes the need rows' lower bounds and
+        re-solves from the previous basis, as the persistent Pyomo model did."""
+        started = time.perf_counter()
+        rep = classes.representative
+        tput = seen[rep]
+        base = allocation_rows(tput, problem.scale[rep] * classes.multiplicity, problem.capacity)
+        scale = float(np.max(seen)) or 1.0     # keep rows of order one
+        k, n = len(rep), base.n_cols
+        # need rows: Σ_j T[c, j] / scale · x[c, j] >= need_c (lower bound), columns class by class
+        c_of, typ_of = base.cls[base.by_class], base.typ[base.by_class]
+        weights = tput[c_of, typ_of] * (1.0 / scale)
+        lp = base.with_rows(base.by_class, weights, base.per_class, np.zeros(k), np.full(k, INF),
+                            cost=np.zeros(n), col_lower=np.zeros(n), col_upper=np.ones(n), maximize=False)
+        first_need_row = len(base.lengths)
+        need_rows = np.arange(first_need_row, first_need_row + k, dtype=np.int32)
+        build_s = time.perf_counter() - started
+        solver = None
+        upper = np.full(k, INF)
+
+        def feasible(t: float):
+            nonlocal solver
+            need = np.array([float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30
+                             for i in rep])
+            begun = time.perf_counter()
+            if solver is None:
+                lp.row_lower[first_need_row:] = need
+                solver = load_matrix(lp, method=self.method)
+            else:
+                solver.changeRowsBounds(k, need_rows, need, upper)
+            result = run_loaded(solver, policy=self.name, allow_infeasible=True)
+            if result is None:
+                return None
+            x = np.zeros(tput.shape)
+            x[base.cls, base.typ] = result[0]
+            return np.clip(x, 0.0, 1.0), result[1], time.perf_counter() - begun
+
+        best, hi, total_s, probes = bisect(feasible, lo, hi)
+        if best is None:  # isolated is always feasible; only numerical trouble lands here
+            return Allocation(x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated",
+                              info={"probes": probes})
+        return Allocation(best[0][classes.index], objective=hi, status="optimal", solver=f"highs-{self.method}",
+                          build_s=build_s, solve_s=total_s, n_classes=classes.n, info={"probes": probes})
+
+
+def bisect(feasible, lo: float, hi: float):
+    """Smallest feasible t in (lo, hi] to RELATIVE_GAP: (best result, its t, solve seconds
+    summed over feasible probes, probes). `feasible(t)` returns (x, objective, seconds) or None."""
+    best, total_s, probes = None, 0.0, 0
+    if hi > lo:
+        best = feasible(hi)
+        probes += 1
+        if best is not None:
+            total_s += best[2]
+        while best is not None and (hi - lo) > RELATIVE_GAP * hi and probes < 100:
+            mid = 0.5 * (lo + hi)
+            result = feasible(mid)
+            probes += 1
+            if result is None:
+                lo = mid
+            else:
+                best, hi = result, mid
+                total_s += result[2]
+    return best, hi, total_s, probes
 
 
 def policy_view(problem: Problem, perf_aware: bool, gavel_compat: bool) -> Problem:

@@ -37,6 +37,55 @@ class MatrixLP:
     maximize: bool = True
 
 
+@dataclass
+class AllocationRows:
+    """AllocationLP's columns x[c, j] and its capacity and time rows (lp.py), as arrays, in
+    the order Pyomo hands them to HiGHS: columns are the runnable cells by type, then row c
+    (they first appear in the capacity rows); capacity rows for types with a cell, then time
+    rows for classes with one. Policies append their own rows (`with_rows`)."""
+
+    typ: np.ndarray        # column n is x[cls[n], typ[n]]
+    cls: np.ndarray
+    by_class: np.ndarray   # the columns again, class by class (type order within)
+    per_class: np.ndarray  # how many columns each class has
+    index: np.ndarray
+    value: np.ndarray
+    lengths: np.ndarray
+    upper: np.ndarray
+
+    @property
+    def n_cols(self) -> int:
+        return len(self.cls)
+
+    def with_rows(self, index: np.ndarray, value: np.ndarray, lengths: np.ndarray, lower: np.ndarray,
+                  upper: np.ndarray, *, cost: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
+                  maximize: bool) -> MatrixLP:
+        """The whole LP: these rows, then the given ones (over the same columns and any added)."""
+        lengths = np.concatenate((self.lengths, lengths))
+        start = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=start[1:])
+        return MatrixLP(cost=cost, lower=col_lower, upper=col_upper, row_start=start,
+                        row_index=np.concatenate((self.index, index)).astype(np.int32),
+                        row_value=np.concatenate((self.value, value)),
+                        row_lower=np.concatenate((np.full(len(self.lengths), -INF), lower)),
+                        row_upper=np.concatenate((self.upper, upper)).astype(float), maximize=maximize)
+
+
+def allocation_rows(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> AllocationRows:
+    """`gpus[c]`: GPUs row c holds per unit of x (class size times scale factor)."""
+    runnable = throughput > 0
+    k, m = runnable.shape
+    typ, cls = np.nonzero(runnable.T)
+    n = len(cls)
+    per_type, per_class = np.bincount(typ, minlength=m), np.bincount(cls, minlength=k)
+    by_class = np.lexsort((typ, cls))
+    return AllocationRows(
+        typ=typ, cls=cls, by_class=by_class, per_class=per_class,
+        index=np.concatenate((np.arange(n), by_class)), value=np.concatenate((gpus[cls].astype(float), np.ones(n))),
+        lengths=np.concatenate((per_type[per_type > 0], per_class[per_class > 0])),
+        upper=np.concatenate((capacity[per_type > 0], np.ones(np.count_nonzero(per_class)))))
+
+
 class RowBuilder:
     """An LP written row by row as (variable, coefficient) terms, the way a Pyomo model
     reaches HiGHS: a variable's column is numbered where it first appears, repeated terms
@@ -95,12 +144,10 @@ def _solver(options: dict) -> highspy.Highs:
     return _SOLVERS[key]
 
 
-def solve_matrix(lp: MatrixLP, *, method: str, policy: str,
-                 options: dict | None = None) -> tuple[np.ndarray, float, float]:
-    """Solve with the same HiGHS options as the Pyomo route (`highs_options(method)`, or
-    `options` where a policy sets its own); (values, objective, seconds).
-    Anything but an optimal end raises SolverError."""
-    started = time.perf_counter()
+def load_matrix(lp: MatrixLP, *, method: str, options: dict | None = None) -> highspy.Highs:
+    """Hand `lp` to this process's HiGHS for `method` (or `options`), replacing its model and
+    state; returns it for `run_loaded` (re-solves after `changeRowsBounds` warm-start from the
+    last basis)."""
     model = highspy.HighsLp()
     model.num_col_, model.num_row_ = len(lp.cost), len(lp.row_lower)
     model.col_cost_, model.col_lower_, model.col_upper_ = lp.cost, lp.lower, lp.upper
@@ -111,14 +158,37 @@ def solve_matrix(lp: MatrixLP, *, method: str, policy: str,
     model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = (
         lp.row_start, lp.row_index, lp.row_value)
     solver = _solver(highs_options(method) if options is None else {**options, "output_flag": False})
+    solver.passModel(model)
+    return solver
+
+
+def run_loaded(solver: highspy.Highs, *, policy: str,
+               allow_infeasible: bool = False) -> tuple[np.ndarray, float] | None:
+    """Solve the loaded model: (values, objective), or None when infeasible and
+    `allow_infeasible`; any other end but optimal raises SolverError."""
     try:
-        solver.passModel(model)
         solver.run()
     except Exception as exc:  # solver crashed: report, never return a partial allocation
         raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
     status = solver.getModelStatus()
+    if allow_infeasible and status in (highspy.HighsModelStatus.kInfeasible,
+                                       highspy.HighsModelStatus.kUnboundedOrInfeasible):
+        return None
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"{policy}: HiGHS ended '{solver.modelStatusToString(status)}', not optimal; "
                           "no allocation was produced")
-    values = np.asarray(solver.getSolution().col_value, dtype=float)
-    return values, float(solver.getInfo().objective_function_value), time.perf_counter() - started
+    return np.asarray(solver.getSolution().col_value, dtype=float), float(solver.getInfo().objective_function_value)
+
+
+def solve_matrix(lp: MatrixLP, *, method: str, policy: str,
+                 options: dict | None = None) -> tuple[np.ndarray, float, float]:
+    """Solve with the same HiGHS options as the Pyomo route (`highs_options(method)`, or
+    `options` where a policy sets its own); (values, objective, seconds).
+    Anything but an optimal end raises SolverError."""
+    started = time.perf_counter()
+    try:
+        solver = load_matrix(lp, method=method, options=options)
+    except Exception as exc:
+        raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
+    values, objective = run_loaded(solver, policy=policy)
+    return values, objective, time.perf_counter() - started

@@ -17,7 +17,7 @@ import pyomo.environ as pyo
 
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD, make_classes
-from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
+from planner.policies.matrix_lp import INF, MatrixLP, allocation_rows, solve_matrix
 from planner.policies.packing_matrix import allocate_packed_max_min
 from planner.policies.space import build_space, read_allocation
 from planner.problem import Problem
@@ -87,23 +87,15 @@ def max_min_matrix(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarra
     types with a runnable cell), time (Σ_j x[c, j] <= 1, classes with one) and fairness
     (t - Σ_j factor_c T[c, j] x[c, j] <= 0, every class). Built with whole-array numpy
     operations: a simulation builds one per re-solve."""
-    runnable = throughput > 0
-    k, m = runnable.shape
-    typ, cls = np.nonzero(runnable.T)  # column n is x[cls[n], typ[n]]
-    t = len(cls)
-    per_type, per_class = np.bincount(typ, minlength=m), np.bincount(cls, minlength=k)
-    by_class = np.lexsort((typ, cls))  # the columns again, class by class
-    c_of = cls[by_class]
-    first = np.concatenate(([0], np.cumsum(per_class)[:-1]))  # where each class's run starts
+    base = allocation_rows(throughput, gpus, capacity)
+    t, k = base.n_cols, len(throughput)
+    by_class = base.by_class
+    c_of, typ_of = base.cls[by_class], base.typ[by_class]
+    first = np.concatenate(([0], np.cumsum(base.per_class)[:-1]))  # where each class's run starts
     fair_index = np.insert(by_class, first, t)
-    fair_value = np.insert(-factor[c_of] * throughput[c_of, typ[by_class]], first, 1.0)
-    lengths = np.concatenate((per_type[per_type > 0], per_class[per_class > 0], per_class + 1))
-    start = np.zeros(len(lengths) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=start[1:])
-    upper = np.concatenate((capacity[per_type > 0], np.ones(np.count_nonzero(per_class)), np.zeros(k)))
+    fair_value = np.insert(-factor[c_of] * throughput[c_of, typ_of], first, 1.0)
     cost = np.zeros(t + 1)
     cost[t] = 1.0
-    return MatrixLP(cost=cost, lower=np.append(np.zeros(t), -INF), upper=np.append(np.ones(t), INF),
-                    row_start=start, row_index=np.concatenate((np.arange(t), by_class, fair_index)).astype(np.int32),
-                    row_value=np.concatenate((gpus[cls].astype(float), np.ones(t), fair_value)),
-                    row_lower=np.full(len(lengths), -INF), row_upper=upper.astype(float))
+    return base.with_rows(fair_index, fair_value, base.per_class + 1, np.full(k, -INF), np.zeros(k), cost=cost,
+                          col_lower=np.append(np.zeros(t), -INF), col_upper=np.append(np.ones(t), INF),
+                          maximize=True)
