@@ -153,7 +153,7 @@ class FinishTimeFairness:
             begun = time.perf_counter()
             if solver is None:
                 lp.row_lower[first_need_row:] = need
-                solver = load_matrix(lp, method=self.method)
+                solver = load_matrix(lp, method=self.method, policy=self.name)
             else:
                 solver.changeRowsBounds(k, need_rows, need, upper)
             result = run_loaded(solver, policy=self.name, allow_infeasible=True)

@@ -144,7 +144,7 @@ def _solver(options: dict) -> highspy.Highs:
     return _SOLVERS[key]
 
 
-def load_matrix(lp: MatrixLP, *, method: str, options: dict | None = None) -> highspy.Highs:
+def load_matrix(lp: MatrixLP, *, method: str, policy: str, options: dict | None = None) -> highspy.Highs:
     """Hand `lp` to this process's HiGHS for `method` (or `options`), replacing its model and
     state; returns it for `run_loaded` (re-solves after `changeRowsBounds` warm-start from the
     last basis)."""
@@ -158,7 +158,10 @@ def load_matrix(lp: MatrixLP, *, method: str, options: dict | None = None) -> hi
     model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = (
         lp.row_start, lp.row_index, lp.row_value)
     solver = _solver(highs_options(method) if options is None else {**options, "output_flag": False})
-    solver.passModel(model)
+    try:
+        solver.passModel(model)
+    except Exception as exc:  # a malformed matrix: report, never return a partial allocation
+        raise SolverError(f"{policy}: HiGHS refused the model: {exc}") from None
     return solver
 
 
@@ -186,9 +189,6 @@ def solve_matrix(lp: MatrixLP, *, method: str, policy: str,
     `options` where a policy sets its own); (values, objective, seconds).
     Anything but an optimal end raises SolverError."""
     started = time.perf_counter()
-    try:
-        solver = load_matrix(lp, method=method, options=options)
-    except Exception as exc:
-        raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
+    solver = load_matrix(lp, method=method, policy=policy, options=options)
     values, objective = run_loaded(solver, policy=policy)
     return values, objective, time.perf_counter() - started
