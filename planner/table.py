@@ -237,6 +237,7 @@ class ThroughputTable:
         self.path = path
         self._solo: dict[tuple[str, JobType], float] = {}
         self._pair: dict[tuple[str, JobType, JobType], float] = {}
+        self._pair_dense: tuple[dict[JobType, int], dict[str, np.ndarray]] | None = None  # see pair_matrix
         for r in rows:
             usable = r["throughput"] if r["status"] in RUNNABLE_STATUSES else 0.0
             jt = JobType(r["model"], r["batch_size"], r["scale_factor"])
@@ -288,7 +289,7 @@ class ThroughputTable:
         """(own, partner) as `pair()` gives them for every ordered pair of `job_types`:
         own[a, b] is a's steps/s next to b on `worker_type`, partner[a, b] b's; 0 where absent.
         Reads a dense copy of the pair rows made on first use (the table does not change)."""
-        dense = self.__dict__.get("_pair_dense")
+        dense = self._pair_dense
         if dense is None:
             kinds = sorted({jt for key in self._pair for jt in key[1:]}, key=JobType.sort_key)
             number = {jt: i for i, jt in enumerate(kinds)}

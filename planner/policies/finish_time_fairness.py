@@ -112,8 +112,8 @@ class FinishTimeFairness:
         lp.set_objective(0.0 * model.x[0] if len(lp.cells) else 0.0, sense=pyo.minimize)
 
         def feasible(t: float):
-            for k, i in enumerate(rep):
-                model.need[k] = float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30
+            for k, value in enumerate(needed_rates(t, rep, remaining, since, c, scale)):
+                model.need[k] = value
             return lp.run(method=self.method, policy=self.name, allow_infeasible=True)
 
         best, hi, total_s, probes = bisect(feasible, lo, hi)
@@ -148,8 +148,7 @@ class FinishTimeFairness:
 
         def feasible(t: float):
             nonlocal solver
-            need = np.array([float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30
-                             for i in rep])
+            need = np.array(needed_rates(t, rep, remaining, since, c, scale))
             begun = time.perf_counter()
             if solver is None:
                 lp.row_lower[first_need_row:] = need
@@ -169,6 +168,13 @@ class FinishTimeFairness:
                               info={"probes": probes})
         return Allocation(best[0][classes.index], objective=hi, status="optimal", solver=f"highs-{self.method}",
                           build_s=build_s, solve_s=total_s, n_classes=classes.n, info={"probes": probes})
+
+
+def needed_rates(t: float, rep: np.ndarray, remaining: np.ndarray, since: np.ndarray, c: np.ndarray,
+                 scale: float) -> list[float]:
+    """Per class, the throughput (over `scale`) that keeps ρ <= t: y >= R / (t c - a);
+    1e30 (infeasible) where even finishing now would exceed t."""
+    return [float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30 for i in rep]
 
 
 def bisect(feasible, lo: float, hi: float):

@@ -93,8 +93,8 @@ class PackedLP(AllocationLP):
         k, m = self.k, self.m
         pairs = pair_cells(throughput, mult, job_types, worker_types, table)
         cells = pairs.cells
-        self.pair_cells, self.pair_coef = cells, np.array(pairs.coef)
-        self.kinds, self.kind_of, self.mult = pairs.kinds, pairs.kind_of, mult
+        self.pairs, self.pair_cells, self.pair_coef = pairs, cells, np.array(pairs.coef)
+        self.mult = mult
         model.paired = pyo.Var(range(len(cells)), bounds=(0.0, 1.0))
         by_row, by_type = group_pair_cells(pairs)
         self.pairs_of_row = by_row
@@ -148,19 +148,17 @@ class PackedLP(AllocationLP):
         return np.array([self.model.paired[n].value or 0.0 for n in range(len(self.pair_cells))])
 
 
-def pair_allocation(lp, z: np.ndarray, class_index: np.ndarray, job_ids: list[str],
+def pair_allocation(pairs: PairCells, m: int, z: np.ndarray, class_index: np.ndarray, job_ids: list[str],
                     threshold: float = 1e-7) -> dict[tuple[str, str], np.ndarray]:
-    """Job-pair time fractions from the type-level z: {(id_a, id_b): row over types}.
-
-    `lp` is a PackedLP, or anything with its `m`, `pair_cells`, `kinds` and `kind_of`.
-    """
-    m, kinds, kind_of = lp.m, lp.kinds, lp.kind_of
+    """Job-pair time fractions from the type-level z (one per cell of `pairs`, m worker
+    types): {(id_a, id_b): row over types}."""
+    kinds, kind_of = pairs.kinds, pairs.kind_of
     members = defaultdict(list)  # class -> job indices
     for i, c in enumerate(class_index):
         members[int(c)].append(i)
     # per (type j, own kind A, partner kind B): [(job index, z)]
     groups = defaultdict(list)
-    for n, (c, j, partner) in enumerate(lp.pair_cells):
+    for n, (c, j, partner) in enumerate(pairs.cells):
         if z[n] > threshold:
             for i in members[c]:
                 groups[(j, kind_of[c], partner)].append((i, z[n]))

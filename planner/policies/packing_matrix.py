@@ -12,26 +12,14 @@ takes a few milliseconds.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-
 import numpy as np
 
 from planner.policies.base import Allocation
 from planner.policies.matrix_lp import INF, MatrixLP, RowBuilder, solve_matrix
-from planner.policies.packing import Cell, PairCells, group_pair_cells, pair_allocation, pair_cells
+from planner.policies.packing import PairCells, group_pair_cells, pair_allocation, pair_cells
 from planner.policies.space import space_classes
 from planner.problem import Problem
 from planner.table import JobType
-
-
-@dataclass
-class PairLayout:
-    """What `pair_allocation` reads to turn type-level pair time into job pairs."""
-
-    m: int
-    pair_cells: list[Cell]
-    kinds: list[JobType]
-    kind_of: list[int]
 
 
 def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, mult: np.ndarray,
@@ -61,8 +49,8 @@ def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: n
                 rows.add(terms, -INF, 1.0)
     # Fairness: t - factor_c (Σ_j T x + Σ co-located T z) <= 0.
     for c in range(k):
-        terms = [(c * m + j, -float(rate[c][j] * factor_[c] * 1.0)) for j in range(m) if runnable[c][j]]
-        terms += [(z0 + n, -float(coef[n] * factor_[c] * 1.0)) for n in by_row.get(c, [])]
+        terms = [(c * m + j, -float(rate[c][j] * factor_[c])) for j in range(m) if runnable[c][j]]
+        terms += [(z0 + n, -float(coef[n] * factor_[c])) for n in by_row.get(c, [])]
         rows.add([(t, 1.0)] + terms, -INF, 0.0)
     # Packing rows, as PackedLP._build_extra adds them.
     for c in range(k):
@@ -117,7 +105,6 @@ def allocate_packed_max_min(problem: Problem, seen: np.ndarray, factor: np.ndarr
             x[var // m, var % m] = values[col]
         elif var < k * m + len(z):
             z[var - k * m] = values[col]
-    layout = PairLayout(m, pairs.cells, pairs.kinds, pairs.kind_of)
-    pair_x = pair_allocation(layout, z, classes.index, problem.job_ids)
+    pair_x = pair_allocation(pairs, m, z, classes.index, problem.job_ids)
     return Allocation(np.clip(x, 0.0, 1.0)[classes.index], objective=objective, status="optimal",
                       solver=f"highs-{method}", build_s=build_s, solve_s=solve_s, n_classes=classes.n, pair_x=pair_x)

@@ -47,6 +47,6 @@ def read_allocation(lp: AllocationLP, classes: Classes, problem: Problem, x: np.
                     solve_s: float, method: str, **info) -> Allocation:
     pair_x = None
     if isinstance(lp, PackedLP):
-        pair_x = pair_allocation(lp, lp.pair_values(), classes.index, problem.job_ids)
+        pair_x = pair_allocation(lp.pairs, lp.m, lp.pair_values(), classes.index, problem.job_ids)
     return Allocation(x[classes.index], objective=objective, status="optimal", solver=f"highs-{method}",
                       build_s=lp.build_s, solve_s=solve_s, n_classes=classes.n, pair_x=pair_x, info=info)
