@@ -38,9 +38,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner import estimate as E  # noqa: E402
-from planner.gavel_json import import_gavel  # noqa: E402
-from planner.table import COLUMNS, JobType, ThroughputTable, write_table  # noqa: E402
+from planner.estimate import completion as E  # noqa: E402
+from planner.formats.gavel_json import import_gavel  # noqa: E402
+from planner.formats.table import COLUMNS, JobType, ThroughputTable, write_table  # noqa: E402
 
 GAVEL = ROOT.parent / "shared/reference/gavel/simulation_throughputs.json"
 RESULTS = ROOT / "benchmarks/results"

@@ -38,11 +38,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_estimate import GAVEL, RESULTS, column_mean, gavel_single_gpu, partial_table  # noqa: E402
-from planner import estimate as E  # noqa: E402
-from planner.atomic import write_text_atomic  # noqa: E402
-from planner.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
-from planner.table import COLUMNS, JobType, ThroughputTable  # noqa: E402
-from planner.trace import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.estimate import completion as E  # noqa: E402
+from planner.formats.atomic import write_text_atomic  # noqa: E402
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
+from planner.formats.table import COLUMNS, JobType, ThroughputTable  # noqa: E402
+from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
 
 PACKED, PERF = "max_min_fairness_packed", "max_min_fairness_perf"
 FULL = {"cluster": "4:4:4", "rate": 0.8, "window": (30, 130), "hide": (0.5, 0.8), "hide_seeds": (0, 1, 2)}

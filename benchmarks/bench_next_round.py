@@ -25,12 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.cluster import read_cluster  # noqa: E402
-from planner.jobs import read_jobs  # noqa: E402
-from planner.next_round import next_round  # noqa: E402
-from planner.cli_schedule import write_compact_schedule  # noqa: E402
-from planner.state import read_progress, read_state, write_state  # noqa: E402
-from planner.table import read_table  # noqa: E402
+from planner.formats.cluster import read_cluster  # noqa: E402
+from planner.formats.jobs import read_jobs  # noqa: E402
+from planner.modes.next_round import next_round  # noqa: E402
+from planner.cli.schedule import write_compact_schedule  # noqa: E402
+from planner.modes.state import read_progress, read_state, write_state  # noqa: E402
+from planner.formats.table import read_table  # noqa: E402
 
 DATA = ROOT / "data"
 CLUSTER_YAML = """format: rota.cluster/v1
@@ -92,7 +92,7 @@ def _cli_command(options: list[str]) -> list[str]:
     if any(c.name == "plan-next" for c in app.registered_commands):
         return [sys.executable, "-m", "planner.cli", "plan-next", *options]
     script = ("import sys, typer; from planner.cli import user_errors; "
-              "from planner.cli_schedule import plan_next_round_command as f; "
+              "from planner.cli.schedule import plan_next_round_command as f; "
               "app = typer.Typer(); app.command('plan-next')(user_errors(f)); app.command('x')(lambda: None); app()")
     return [sys.executable, "-c", script, "plan-next", *options]
 

@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from planner.policies import make_policy  # noqa: E402
 from planner.policies.lp import make_classes  # noqa: E402
-from planner.problem import Problem  # noqa: E402
-from planner.table import read_table  # noqa: E402
+from planner.policies.problem import Problem  # noqa: E402
+from planner.formats.table import read_table  # noqa: E402
 
 GAVEL = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
 TARGETS = {"max_min_fairness_perf": 1.0, "max_min_fairness_packed": 1.0,
@@ -32,7 +32,7 @@ TARGETS = {"max_min_fairness_perf": 1.0, "max_min_fairness_packed": 1.0,
 
 def load_table():
     if GAVEL.exists():
-        from planner.gavel_json import import_gavel
+        from planner.formats.gavel_json import import_gavel
         return import_gavel(GAVEL), ["k80", "p100", "v100"], "Gavel simulation_throughputs.json"
     table = read_table(ROOT / "data" / "throughputs.csv")
     return table, ["a100", "t4", "v100"], "rota synthetic demo table (Gavel data not found)"

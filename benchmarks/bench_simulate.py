@@ -33,11 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.atomic import write_text_atomic  # noqa: E402
-from planner.gavel_json import import_gavel  # noqa: E402
-from planner.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
-import planner.simulate as simulate  # noqa: E402
-from planner.trace import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.formats.atomic import write_text_atomic  # noqa: E402
+from planner.formats.gavel_json import import_gavel  # noqa: E402
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
+import planner.modes.simulate as simulate  # noqa: E402
+from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
 
 GAVEL_TABLE = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
 

@@ -28,7 +28,7 @@ done
 .venv/bin/python - "$OUT" <<'PY'
 import statistics, sys
 from pathlib import Path
-from planner.table import read_table
+from planner.formats.table import read_table
 out = Path(sys.argv[1])
 rates = [r["throughput"] for k in range(1, 6) for r in read_table(out / f"repeat-{k}.csv").rows]
 cv = statistics.stdev(rates) / statistics.mean(rates) * 100

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.table import ThroughputTable, write_table  # noqa: E402
+from planner.formats.table import ThroughputTable, write_table  # noqa: E402
 
 # (model, batch size, v100 steps/s, family, distributable)
 MODELS = [

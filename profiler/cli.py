@@ -159,8 +159,8 @@ def _profile(a: ProfileArgs) -> None:
 
 def _estimate_rest(console: Console, measured: Path) -> Path:
     """Fill the pairs that were not measured; the measured table stays as it is."""
-    from planner.estimate import estimate_table
-    from planner.table import read_table, write_table
+    from planner.estimate.completion import estimate_table
+    from planner.formats.table import read_table, write_table
 
     target = measured.with_name(f"{measured.stem}-estimated{measured.suffix}")
     full, report = estimate_table(read_table(measured), partial=True)

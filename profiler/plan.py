@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 import models
 from models.spec import WorkloadSpec
 from planner.errors import InputError
-from planner.table import model_label, split_model_label
+from planner.formats.table import model_label, split_model_label
 from profiler.devices import DeviceType
 
 DEFAULT_SCALE_FACTORS = (1, 2, 4, 8)

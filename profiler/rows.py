@@ -1,4 +1,4 @@
-"""Worker results → throughput-table rows (planner.table.COLUMNS).
+"""Worker results → throughput-table rows (planner.formats.table.COLUMNS).
 
 Conventions, matching Gavel's table so imported and measured rows mix:
 * data-parallel throughput is the sum of the ranks' steps/s (Gavel sums

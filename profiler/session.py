@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from planner.table import append_rows
+from planner.formats.table import append_rows
 from profiler.coordination import HARD_STOP_FACTOR
 from profiler.plan import Key, Task
 from profiler.processes import run_group

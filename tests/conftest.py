@@ -22,7 +22,7 @@ def gavel_dir() -> Path:
 
 def make_problem(throughput, capacity, scale=None, weight=None, remaining=None, names=None):
     """A Problem from plain lists (jobs x types)."""
-    from planner.problem import Problem
+    from planner.policies.problem import Problem
 
     tput = np.asarray(throughput, dtype=float)
     n, m = tput.shape

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from conftest import DATA
 from planner.cli import app
-from planner.schedule import SCHEDULE_FORMAT
+from planner.formats.schedule import SCHEDULE_FORMAT
 
 runner = CliRunner()
 DEMO = ["--table", str(DATA / "throughputs.csv"), "--jobs", str(DATA / "jobs.csv"),

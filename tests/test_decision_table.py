@@ -10,12 +10,12 @@ from typer.testing import CliRunner
 
 from conftest import DATA
 from planner.cli import app
-from planner.cluster import cluster_from_dict
-from planner.engine import Engine, EngineConfig
-from planner.jobs import Job
+from planner.formats.cluster import cluster_from_dict
+from planner.rounds.engine import Engine, EngineConfig
+from planner.formats.jobs import Job
 from planner.policies import make_policy
-from planner.simulate import SimulationConfig, Workload, run_simulation
-from planner.table import JobType, ThroughputTable
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation
+from planner.formats.table import JobType, ThroughputTable
 
 A, B = JobType("A", 1), JobType("B", 1)
 TAU = 360.0
@@ -88,7 +88,7 @@ def test_a_pair_that_fails_in_truth_is_never_placed():
 
 
 def test_simulate_command_takes_a_decision_table(tmp_path):
-    from planner.table import write_table
+    from planner.formats.table import write_table
 
     write_table(TRUE, tmp_path / "true.csv")
     write_table(GUESS, tmp_path / "guess.csv")

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from planner import estimate as E
-from planner.cli_estimate import estimate_command
+from planner.estimate import completion as E
+from planner.cli.estimate import estimate_command
 from planner.errors import InputError
-from planner.table import COLUMNS, JobType, ThroughputTable, read_table, write_table
+from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table, write_table
 
 GAVEL = Path(__file__).resolve().parents[2] / "shared/reference/gavel"
 WORKERS = ("k80", "v100")
@@ -308,7 +308,7 @@ def test_cli_user_errors_raise_input_error(tmp_path):
 @pytest.mark.skipif(not (GAVEL / "simulation_throughputs.json").exists(),
                     reason=f"Gavel reference table not found at {GAVEL}")
 def test_gavel_hidden_pairs_beat_the_partner_mean():
-    from planner.gavel_json import import_gavel
+    from planner.formats.gavel_json import import_gavel
 
     full = import_gavel(GAVEL / "simulation_throughputs.json")
     rows = [r for r in full.rows if r["worker_type"] in ("k80", "p100", "v100") and r["scale_factor"] == 1]

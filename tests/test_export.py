@@ -21,20 +21,20 @@ from typer.testing import CliRunner
 
 from conftest import DATA
 from planner.cli import user_errors
-from planner.cli_schedule import export_command
-from planner.cluster import read_cluster
-from planner.engine import EngineConfig, run_engine
+from planner.cli.schedule import export_command
+from planner.formats.cluster import read_cluster
+from planner.rounds.engine import EngineConfig, run_engine
 from planner.errors import InputError
 from planner.export import export_schedule, load_context
 from planner.export.common import launch_script
 from planner.export.kubernetes import check_manifest
 from planner.export.ray_driver import run_commands
 from planner.export.slurm import time_limit
-from planner.jobs import read_jobs
-from planner.next_round import make_policy_from, next_round
-from planner.schedule import build_schedule, write_schedule
-from planner.schedule_check import check_schedule
-from planner.table import read_table
+from planner.formats.jobs import read_jobs
+from planner.modes.next_round import make_policy_from, next_round
+from planner.formats.schedule import build_schedule, write_schedule
+from planner.formats.schedule_check import check_schedule
+from planner.formats.table import read_table
 
 TABLE = read_table(DATA / "throughputs.csv")
 CLUSTER = read_cluster(DATA / "cluster.yaml")

@@ -5,8 +5,8 @@ import pytest
 from conftest import make_problem
 
 from planner.policies import make_policy
-from planner.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
-from planner.trace import GeneratorConfig, JobGenerator
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
+from planner.formats.trace import GeneratorConfig, JobGenerator
 
 TYPES = ["k80", "p100", "v100"]
 
@@ -50,7 +50,7 @@ def test_without_compat_capacity_holds_across_calls():
 
 @pytest.fixture
 def gavel_table(gavel_dir):
-    from planner.gavel_json import import_gavel
+    from planner.formats.gavel_json import import_gavel
 
     return import_gavel(gavel_dir / "simulation_throughputs.json")
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
-from planner.cluster import cluster_from_dict, read_cluster
+from planner.formats.cluster import cluster_from_dict, read_cluster
 from planner.errors import InputError
-from planner.jobs import read_jobs
-from planner.table import read_table
+from planner.formats.jobs import read_jobs
+from planner.formats.table import read_table
 
 
 def test_example_cluster():

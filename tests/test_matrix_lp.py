@@ -82,7 +82,7 @@ def test_unknown_backend_is_an_input_error():
 
 @st.composite
 def packed_problems(draw):
-    from planner.table import JobType, ThroughputTable
+    from planner.formats.table import JobType, ThroughputTable
 
     m = draw(st.integers(1, 3))
     names = [f"w{j}" for j in range(m)]

@@ -8,16 +8,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_problem
-from planner.cluster import cluster_from_dict
-from planner.engine import EngineConfig, run_engine
-from planner.jobs import Job
-from planner.mechanism import FreeGpus, RoundMechanism, visiting_order
+from planner.formats.cluster import cluster_from_dict
+from planner.rounds.engine import EngineConfig, run_engine
+from planner.formats.jobs import Job
+from planner.rounds.mechanism import FreeGpus, RoundMechanism, visiting_order
 from planner.policies import POLICY_NAMES, make_policy
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
 SOLO_POLICIES = [p for p in POLICY_NAMES if "packed" not in p and p != "gandiva"]
 SINGLE_GPU_ONLY = {"allox"}
-from planner.table import JobType, ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 
 
 def one_type(gpus, per_node):

@@ -8,7 +8,7 @@ import pytest
 
 import models
 from models.registry import GAVEL_WORKLOADS, gpt_workload
-from planner.table import model_label
+from planner.formats.table import model_label
 
 GAVEL_JOB_TYPES = ([f"ResNet-18 (batch size {b})" for b in (16, 32, 64, 128, 256)]
                    + [f"ResNet-50 (batch size {b})" for b in (16, 32, 64, 128)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 
 from conftest import DATA
-from planner.cluster import cluster_from_dict
-from planner.engine import EngineConfig, run_engine
-from planner.jobs import Job
+from planner.formats.cluster import cluster_from_dict
+from planner.rounds.engine import EngineConfig, run_engine
+from planner.formats.jobs import Job
 from planner.policies import make_policy
-from planner.table import JobType, read_table
+from planner.formats.table import JobType, read_table
 
 
 def test_packed_plan_colocates_and_uses_pair_throughputs():

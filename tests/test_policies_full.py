@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from conftest import SPEC_T, SPEC_TYPES, make_problem
 from planner.errors import InputError
 from planner.policies import make_policy
-from planner.table import JobType, ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 
 
 def spec_problem(capacity, **kw):

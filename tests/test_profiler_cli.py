@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from planner.table import read_table
+from planner.formats.table import read_table
 from profiler.cli import profile_command
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import InputError
-from planner.table import ThroughputTable, read_table, write_table
+from planner.formats.table import ThroughputTable, read_table, write_table
 from profiler.cli import _estimate_rest
 from profiler.devices import cpu_device
 from profiler.plan import PairSample, Selection, build_plan, estimate_s, parse_pairs, reference_jobs, selected_jobs

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from models.spec import WorkloadSpec
-from planner.table import read_table
+from planner.formats.table import read_table
 from profiler.devices import DeviceType
 from profiler.plan import Selection, build_plan
 from profiler.session import RunOptions, read_statuses, run_plan

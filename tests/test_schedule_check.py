@@ -11,14 +11,14 @@ from typer.testing import CliRunner
 
 from conftest import DATA
 from planner.cli import user_errors
-from planner.cli_schedule import schedule_validate_command
-from planner.cluster import cluster_from_dict, read_cluster
-from planner.engine import EngineConfig, run_engine
-from planner.jobs import read_jobs
-from planner.next_round import make_policy_from, next_round
-from planner.schedule import build_schedule
-from planner.schedule_check import KINDS, check_schedule
-from planner.table import JobType, ThroughputTable, read_table
+from planner.cli.schedule import schedule_validate_command
+from planner.formats.cluster import cluster_from_dict, read_cluster
+from planner.rounds.engine import EngineConfig, run_engine
+from planner.formats.jobs import read_jobs
+from planner.modes.next_round import make_policy_from, next_round
+from planner.formats.schedule import build_schedule
+from planner.formats.schedule_check import KINDS, check_schedule
+from planner.formats.table import JobType, ThroughputTable, read_table
 
 # fast: 2 nodes x 2 GPUs, slow: 1 node x 2 GPUs; 'b' cannot run on slow; a+b co-locate on fast only.
 CLUSTER = cluster_from_dict({"worker_types": {"fast": {"gpus": 4, "gpus_per_node": 2}, "slow": 2}})

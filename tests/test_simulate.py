@@ -6,14 +6,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from planner.cluster import cluster_from_dict
-from planner.engine import Placement, RoundRecord
+from planner.formats.cluster import cluster_from_dict
+from planner.rounds.engine import Placement, RoundRecord
 from planner.errors import InputError
-from planner.jobs import Job
-from planner.metrics import LeaseCounter, distribution, utilisation
-from planner.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
-from planner.table import JobType, ThroughputTable
-from planner.trace import GeneratorConfig, JobGenerator
+from planner.formats.jobs import Job
+from planner.modes.metrics import LeaseCounter, distribution, utilisation
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
+from planner.formats.table import JobType, ThroughputTable
+from planner.formats.trace import GeneratorConfig, JobGenerator
 from test_trace import cli_app, synthetic_table
 
 A = JobType("A", None, 1)
@@ -126,7 +126,7 @@ def test_saturation_is_detected():
 
 
 def test_lease_counter_by_hand():
-    from planner.engine import JobOutcome
+    from planner.rounds.engine import JobOutcome
 
     outcomes = {j: JobOutcome(Job(j, A, 1.0)) for j in "abc"}
     g = lambda i: (("n", i),)  # noqa: E731
@@ -163,7 +163,7 @@ def test_parse_cluster():
 
 @pytest.fixture
 def gavel_table(gavel_dir):
-    from planner.gavel_json import import_gavel
+    from planner.formats.gavel_json import import_gavel
 
     return import_gavel(gavel_dir / "simulation_throughputs.json")
 
@@ -198,7 +198,7 @@ def test_gavel_continuous_numbers(gavel_table):
 
 
 def test_replay_gavel_trace(gavel_table, gavel_dir):
-    from planner.trace import read_trace
+    from planner.formats.trace import read_trace
 
     cluster = parse_cluster("2:2:2")
     jobs = read_trace(gavel_dir / "traces" / "small_test.trace", gavel_table, cluster)
@@ -210,7 +210,7 @@ def test_replay_gavel_trace(gavel_table, gavel_dir):
 # --------------------------------------------------------------------------- CLI
 
 def test_cli_simulate_writes_results(tmp_path):
-    from planner.table import write_table
+    from planner.formats.table import write_table
 
     write_table(synthetic_table(), tmp_path / "t.csv")
     args = ["simulate", "-t", str(tmp_path / "t.csv"), "-c", "v100=4,k80=4", "-p", "max_min_fairness_perf",
@@ -232,7 +232,7 @@ def test_cli_simulate_writes_results(tmp_path):
     (["-n", "5", "-c", "1:2"], "V100:P100:K80"),
 ])
 def test_cli_simulate_errors(tmp_path, extra, message):
-    from planner.table import write_table
+    from planner.formats.table import write_table
 
     write_table(synthetic_table(), tmp_path / "t.csv")
     args = ["simulate", "-t", str(tmp_path / "t.csv"), "-c", "v100=2", "-o", str(tmp_path / "o")]

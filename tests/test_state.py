@@ -15,17 +15,17 @@ from typer.testing import CliRunner
 
 from conftest import DATA
 from planner.cli import user_errors
-from planner.cli_schedule import plan_next_round_command
-from planner.cluster import cluster_from_dict, read_cluster
-from planner.engine import Engine, EngineConfig
+from planner.cli.schedule import plan_next_round_command
+from planner.formats.cluster import cluster_from_dict, read_cluster
+from planner.rounds.engine import Engine, EngineConfig
 from planner.errors import InputError
-from planner.jobs import Job, read_jobs
-from planner.next_round import make_policy_from, next_round
-from planner.schedule import build_schedule
-from planner.schedule_check import check_schedule
-from planner.state import (ENGINE_REBUILT, ENGINE_SAVED, STATE_FORMAT, JobProgress, Progress, decode, encode,
+from planner.formats.jobs import Job, read_jobs
+from planner.modes.next_round import make_policy_from, next_round
+from planner.formats.schedule import build_schedule
+from planner.formats.schedule_check import check_schedule
+from planner.modes.state import (ENGINE_REBUILT, ENGINE_SAVED, STATE_FORMAT, JobProgress, Progress, decode, encode,
                            read_progress, read_state, restore_engine, save_engine)
-from planner.table import JobType, ThroughputTable, read_table
+from planner.formats.table import JobType, ThroughputTable, read_table
 
 TABLE = read_table(DATA / "throughputs.csv")
 CLUSTER = read_cluster(DATA / "cluster.yaml")

@@ -6,10 +6,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-import planner.sweep as sweep
+import planner.modes.sweep as sweep
 from planner.errors import InputError
-from planner.sweep import SweepSpec, load_results, rate_grid, run_sweep
-from planner.table import write_table
+from planner.modes.sweep import SweepSpec, load_results, rate_grid, run_sweep
+from planner.formats.table import write_table
 from test_trace import cli_app, synthetic_table
 
 
@@ -72,7 +72,7 @@ def test_parallel_workers_and_setup_check(table_path, tmp_path):
 
 def test_static_sweep_and_plots(table_path, tmp_path):
     pytest.importorskip("matplotlib")
-    from planner.cli_simulate import make_sweep_plots
+    from planner.cli.simulate import make_sweep_plots
 
     out = tmp_path / "static"
     records = run_sweep(spec(table_path, rates=[], static_jobs=[5, 10], window=None), out)
@@ -84,7 +84,7 @@ def test_static_sweep_and_plots(table_path, tmp_path):
 def test_missing_matplotlib_is_one_line(monkeypatch, tmp_path):
     import builtins
 
-    from planner import plots
+    from planner.report import plots
 
     real_import = builtins.__import__
 

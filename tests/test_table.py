@@ -6,8 +6,8 @@ import json
 import pytest
 
 from planner.errors import InputError
-from planner.gavel_json import export_gavel, import_gavel, to_gavel
-from planner.table import (COLUMNS, JobType, ThroughputTable, append_rows, merge_tables, read_table,
+from planner.formats.gavel_json import export_gavel, import_gavel, to_gavel
+from planner.formats.table import (COLUMNS, JobType, ThroughputTable, append_rows, merge_tables, read_table,
                            split_model_label, write_table)
 
 HEADER = "worker_type,model,batch_size,scale_factor,partner_model,partner_batch_size,throughput,status"

@@ -8,10 +8,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from planner.cluster import cluster_from_dict
+from planner.formats.cluster import cluster_from_dict
 from planner.errors import InputError
-from planner.table import JobType, ThroughputTable
-from planner.trace import (GeneratorConfig, JobGenerator, job_templates, rate_to_lam, read_gavel_trace,
+from planner.formats.table import JobType, ThroughputTable
+from planner.formats.trace import (GeneratorConfig, JobGenerator, job_templates, rate_to_lam, read_gavel_trace,
                            read_trace, write_trace)
 
 SINGLE = [("ResNet-18", 16), ("LM", 5), ("Recommendation", 512), ("A3C", None)]
@@ -84,7 +84,7 @@ def test_generator_rejects_bad_options():
 
 def test_matches_gavels_streams(gavel_dir):
     """Spec §11.2: Scheduler seed 0, the first ten jobs and arrivals with lam = 1800 s."""
-    from planner.gavel_json import import_gavel
+    from planner.formats.gavel_json import import_gavel
 
     table = import_gavel(gavel_dir / "simulation_throughputs.json")
     gen = JobGenerator(table, GeneratorConfig(seed=0, rate_per_hour=2.0))
@@ -109,7 +109,7 @@ def test_matches_gavels_streams(gavel_dir):
 @pytest.mark.parametrize("name,count", [("small_test.trace", 20), ("max_min_fairness.trace", 96),
                                         ("minimize_makespan.trace", 100)])
 def test_gavel_traces_parse_every_line(gavel_dir, name, count):
-    from planner.gavel_json import import_gavel
+    from planner.formats.gavel_json import import_gavel
 
     table = import_gavel(gavel_dir / "simulation_throughputs.json")
     path = gavel_dir / "traces" / name
@@ -170,7 +170,7 @@ def test_empty_and_missing_traces(tmp_path):
 
 def cli_app() -> typer.Typer:
     from planner.cli import user_errors
-    from planner.cli_simulate import simulate_command, sweep_command, trace_generate_command
+    from planner.cli.simulate import simulate_command, sweep_command, trace_generate_command
 
     app = typer.Typer()
     trace_app = typer.Typer()
@@ -182,7 +182,7 @@ def cli_app() -> typer.Typer:
 
 
 def test_cli_trace_generate(tmp_path):
-    from planner.table import write_table
+    from planner.formats.table import write_table
 
     write_table(synthetic_table(), tmp_path / "t.csv")
     result = CliRunner().invoke(cli_app(), ["trace", "generate", "-t", str(tmp_path / "t.csv"), "-n", "25",

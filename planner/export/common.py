@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from planner.atomic import write_text_atomic
-from planner.cluster import Cluster, read_cluster
+from planner.formats.atomic import write_text_atomic
+from planner.formats.cluster import Cluster, read_cluster
 from planner.errors import InputError
-from planner.files import read_json
-from planner.schedule_check import SCHEDULE_FORMAT, Violation, check_schedule
-from planner.table import JobType, ThroughputTable
+from planner.formats.files import read_json
+from planner.formats.schedule_check import SCHEDULE_FORMAT, Violation, check_schedule
+from planner.formats.table import JobType, ThroughputTable
 
 DEFAULT_GRACE_S = 60
 
@@ -148,7 +148,7 @@ def load_context(schedule_path: str | os.PathLike, *, cluster: Path | None = Non
     table_path = input_path(schedule, "table", schedule_path, table)
     thr = None
     if table_path is not None:
-        from planner.table import read_table
+        from planner.formats.table import read_table
 
         thr = read_table(table_path)
     elif need_table:

@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 
 from planner.export.common import ExportContext, require_valid, write_files
-from planner.schedule import CSV_COLUMNS
+from planner.formats.schedule import CSV_COLUMNS
 
 EXPORT_COLUMNS = CSV_COLUMNS + ["round_s", "command"]
 

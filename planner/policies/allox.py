@@ -18,7 +18,7 @@ import numpy as np
 from planner.errors import InputError
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 @dataclass

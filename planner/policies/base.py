@@ -6,7 +6,7 @@ from typing import Protocol
 
 import numpy as np
 
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 @dataclass

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.policies.base import Allocation, empty_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 def isolated_allocation(problem: Problem) -> np.ndarray:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.policies.base import Allocation, empty_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 @dataclass

@@ -26,7 +26,7 @@ from planner.policies.closed_form import isolated_allocation
 from planner.policies.lp import Classes
 from planner.policies.matrix_lp import INF, allocation_rows, load_matrix, run_loaded
 from planner.policies.space import build_space, read_allocation, space_classes
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 RELATIVE_GAP = 1e-6
 

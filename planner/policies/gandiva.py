@@ -17,7 +17,7 @@ import numpy as np
 
 from planner.errors import InputError
 from planner.policies.base import Allocation, empty_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 @dataclass

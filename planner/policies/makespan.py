@@ -15,7 +15,7 @@ from planner.policies.base import Allocation, empty_allocation
 from planner.policies.finish_time_fairness import policy_view
 from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.space import build_space, read_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 @dataclass

@@ -20,7 +20,7 @@ from planner.policies.lp import DEFAULT_METHOD, make_classes
 from planner.policies.matrix_lp import INF, MatrixLP, allocation_rows, solve_matrix
 from planner.policies.packing_matrix import allocate_packed_max_min
 from planner.policies.space import build_space, read_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 def seen_throughput(problem: Problem, perf_aware: bool) -> tuple[np.ndarray, np.ndarray]:

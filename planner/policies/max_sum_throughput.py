@@ -16,7 +16,7 @@ from planner.errors import InputError
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.space import build_space, read_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 @dataclass

@@ -23,7 +23,7 @@ import pyomo.environ as pyo
 from pyomo.common.gc_manager import PauseGC
 
 from planner.policies.lp import AllocationLP
-from planner.table import JobType, ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 
 
 Cell = tuple[int, int, int]  # (row c, worker type j, partner kind p): p indexes PairCells.kinds

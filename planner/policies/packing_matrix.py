@@ -18,8 +18,8 @@ from planner.policies.base import Allocation
 from planner.policies.matrix_lp import INF, MatrixLP, RowBuilder, solve_matrix
 from planner.policies.packing import PairCells, group_pair_cells, pair_allocation, pair_cells
 from planner.policies.space import space_classes
-from planner.problem import Problem
-from planner.table import JobType
+from planner.policies.problem import Problem
+from planner.formats.table import JobType
 
 
 def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, mult: np.ndarray,

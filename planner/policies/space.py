@@ -11,7 +11,7 @@ from planner.errors import InputError
 from planner.policies.base import Allocation
 from planner.policies.lp import AllocationLP, Classes, make_classes
 from planner.policies.packing import PackedLP, pair_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 
 def job_type_codes(problem: Problem) -> np.ndarray:

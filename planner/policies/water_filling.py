@@ -27,7 +27,7 @@ from planner.errors import InputError, SolverError
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.max_min_fairness import seen_throughput
 from planner.policies.space import build_space, read_allocation
-from planner.problem import Problem
+from planner.policies.problem import Problem
 
 SIGMA = 1.0001
 MAX_ITERATIONS = 200

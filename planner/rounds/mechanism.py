@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from planner.cluster import Cluster
+from planner.formats.cluster import Cluster
 
 Key = tuple[str, ...]
 Gpu = tuple[str, int]  # (node name, GPU index on that node)

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from planner import __version__
-from planner.atomic import write_text_atomic
-from planner.engine import EngineConfig, EngineResult
+from planner.formats.atomic import write_text_atomic
+from planner.rounds.engine import EngineConfig, EngineResult
 
 SCHEDULE_FORMAT = "rota.schedule/v1"
 CSV_COLUMNS = ["round", "start_s", "end_s", "job_id", "worker_type", "node", "gpu",

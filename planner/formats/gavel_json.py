@@ -13,10 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planner.atomic import write_text_atomic
+from planner.formats.atomic import write_text_atomic
 from planner.errors import InputError
-from planner.files import read_json
-from planner.table import COLUMNS, ThroughputTable, model_label, split_model_label
+from planner.formats.files import read_json
+from planner.formats.table import COLUMNS, ThroughputTable, model_label, split_model_label
 
 
 def _parse_key(key: str, *, path, where: str) -> tuple[str, int]:

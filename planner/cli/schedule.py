@@ -226,7 +226,7 @@ def plot_gantt(schedule: dict, cluster, chosen: list[dict], path: Path) -> None:
     except ImportError:
         raise InputError("--plot needs matplotlib, which is not installed (pip install matplotlib)",
                          field="--plot") from None
-    from planner.atomic import write_with
+    from planner.formats.atomic import write_with
 
     rows = [(w, node, g) for w, spec in cluster.worker_types.items() for node, g in spec.gpu_slots()]
     index = {(node, g): k for k, (_, node, g) in enumerate(rows)}
@@ -310,11 +310,11 @@ def plan_next_round_command(
     one K-round plan. Example: rota plan-next --state state.json --jobs data/jobs.csv
     --table data/throughputs.csv --cluster data/cluster.yaml --out round.json
     """
-    from planner.cluster import read_cluster, require_table_rows
-    from planner.jobs import read_jobs
-    from planner.next_round import next_round
-    from planner.state import read_progress, read_state, write_state
-    from planner.table import read_table
+    from planner.formats.cluster import read_cluster, require_table_rows
+    from planner.formats.jobs import read_jobs
+    from planner.modes.next_round import next_round
+    from planner.modes.state import read_progress, read_state, write_state
+    from planner.formats.table import read_table
 
     saved = read_state(state) if state.exists() else None
     table_path = table or _state_input(saved, "table", state)
@@ -364,8 +364,8 @@ def plan_next_round_command(
 
 def write_compact_schedule(schedule: dict, path: Path, csv_path: Path | None = None) -> None:
     """The schedule JSON without indentation: the C encoder is ~10x faster on 1000 jobs."""
-    from planner.atomic import write_text_atomic
-    from planner.schedule import schedule_csv
+    from planner.formats.atomic import write_text_atomic
+    from planner.formats.schedule import schedule_csv
 
     write_text_atomic(path, json.dumps(schedule, separators=(",", ":")) + "\n")
     if csv_path is not None:

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from planner.cluster import Cluster
-from planner.table import JobType, ThroughputTable
+from planner.formats.cluster import Cluster
+from planner.formats.table import JobType, ThroughputTable
 
 SCHEDULE_FORMAT = "rota.schedule/v1"
 EPS = 1e-6

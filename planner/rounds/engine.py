@@ -16,13 +16,13 @@ from typing import Callable
 
 import numpy as np
 
-from planner.cluster import Cluster
+from planner.formats.cluster import Cluster
 from planner.errors import InputError
-from planner.jobs import Job
-from planner.mechanism import Key, Placement, RoundMechanism, visiting_order
+from planner.formats.jobs import Job
+from planner.rounds.mechanism import Key, Placement, RoundMechanism, visiting_order
 from planner.policies.base import Allocation, Policy
-from planner.problem import build_problem
-from planner.table import ThroughputTable
+from planner.policies.problem import build_problem
+from planner.formats.table import ThroughputTable
 
 
 @dataclass

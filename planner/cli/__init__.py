@@ -47,7 +47,7 @@ def table_show(
 
     Example: rota table show data/throughputs.csv
     """
-    from planner.table import read_table
+    from planner.formats.table import read_table
 
     t = read_table(table)
     job_types = [jt for jt in t.job_types if jt.scale_factor == scale_factor]
@@ -74,7 +74,7 @@ def table_validate(table: Path = typer.Argument(..., help="Throughput table (.cs
 
     Example: rota table validate data/throughputs.csv
     """
-    from planner.table import read_table
+    from planner.formats.table import read_table
 
     t = read_table(table)
     statuses: dict[str, int] = {}
@@ -94,8 +94,8 @@ def table_import_gavel(
 
     Example: rota table import-gavel simulation_throughputs.json --out gavel.csv
     """
-    from planner.gavel_json import import_gavel
-    from planner.table import write_table
+    from planner.formats.gavel_json import import_gavel
+    from planner.formats.table import write_table
 
     t = import_gavel(source)
     write_table(t, out_path)
@@ -112,8 +112,8 @@ def table_export_gavel(
 
     Example: rota table export-gavel gavel.csv --out simulation_throughputs.json
     """
-    from planner.gavel_json import export_gavel
-    from planner.table import read_table
+    from planner.formats.gavel_json import export_gavel
+    from planner.formats.table import read_table
 
     t = read_table(table)
     export_gavel(t, out_path)
@@ -130,7 +130,7 @@ def table_merge(
 
     Example: rota table merge cpu.csv h200.csv --out all.csv
     """
-    from planner.table import merge_tables, read_table, write_table
+    from planner.formats.table import merge_tables, read_table, write_table
 
     merged = merge_tables([read_table(p) for p in tables], path=out_path)
     write_table(merged, out_path)
@@ -205,7 +205,7 @@ def plan(
     Next round only, from a saved state: rota plan --state state.json --progress progress.json --rounds 1
     """
     if state is not None:
-        from planner.cli_schedule import plan_next_round_command
+        from planner.cli.schedule import plan_next_round_command
 
         return plan_next_round_command(state=state, table=table, jobs=jobs, cluster=cluster, policy=policy,
                                        progress=progress, rounds=rounds or 1, out_path=out_path, state_out=None,
@@ -219,13 +219,13 @@ def plan(
     policy = policy or "max_min_fairness_perf"
     round_s = 360.0 if round_s is None else round_s
     method = method or "ipm"
-    from planner.cluster import read_cluster, require_table_rows
-    from planner.engine import EngineConfig, run_engine
-    from planner.jobs import read_jobs
+    from planner.formats.cluster import read_cluster, require_table_rows
+    from planner.rounds.engine import EngineConfig, run_engine
+    from planner.formats.jobs import read_jobs
     from planner.policies import make_policy
     from planner.policies.lp import LP_METHODS
-    from planner.schedule import build_schedule, write_schedule
-    from planner.table import read_table
+    from planner.formats.schedule import build_schedule, write_schedule
+    from planner.formats.table import read_table
 
     if method not in LP_METHODS:
         raise InputError(f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}",
@@ -307,7 +307,7 @@ def _estimated_throughputs_used(thr, job_list, spec) -> int:
 
 
 def _jt(r, partner: bool = False):
-    from planner.table import JobType
+    from planner.formats.table import JobType
     if partner:
         return JobType(r["partner_model"], r["partner_batch_size"], r["scale_factor"])
     return JobType(r["model"], r["batch_size"], r["scale_factor"])
@@ -352,10 +352,10 @@ def _duration(seconds: float) -> str:
 
 def _register_commands() -> None:
     """Commands that live in their own modules (the profiler's imports torch only when run)."""
-    from planner.cli_estimate import estimate_command
-    from planner.cli_schedule import (export_command, plan_next_round_command, schedule_show_command,
+    from planner.cli.estimate import estimate_command
+    from planner.cli.schedule import (export_command, plan_next_round_command, schedule_show_command,
                                       schedule_validate_command)
-    from planner.cli_simulate import simulate_command, sweep_command, trace_generate_command
+    from planner.cli.simulate import simulate_command, sweep_command, trace_generate_command
     from profiler.cli import profile_command
 
     app.command("profile")(user_errors(profile_command))

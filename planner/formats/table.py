@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from planner.atomic import write_with
+from planner.formats.atomic import write_with
 from planner.errors import InputError
 
 TABLE_FORMAT = "rota.table/v1"

@@ -7,7 +7,7 @@ given seed yields Gavel's jobs one for one (spec §11.2). `seed` is Gavel's
 Scheduler seed.
 
 Traces: Gavel's tab-separated `.trace` (10 columns, spec §6.3) is read and
-written; rota's own job lists (CSV / JSON) are read with `planner.jobs`.
+written; rota's own job lists (CSV / JSON) are read with `planner.formats.jobs`.
 """
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from planner.atomic import write_text_atomic
-from planner.cluster import Cluster
+from planner.formats.atomic import write_text_atomic
+from planner.formats.cluster import Cluster
 from planner.errors import InputError
-from planner.jobs import Job, read_jobs
-from planner.table import JobType, ThroughputTable, split_model_label
+from planner.formats.jobs import Job, read_jobs
+from planner.formats.table import JobType, ThroughputTable, split_model_label
 
 # Gavel's JobTable order (spec §2); the generator draws templates by index, so
 # this order decides which job a seed produces.

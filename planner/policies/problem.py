@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.cluster import Cluster
-from planner.jobs import Job
-from planner.table import JobType, ThroughputTable
+from planner.formats.cluster import Cluster
+from planner.formats.jobs import Job
+from planner.formats.table import JobType, ThroughputTable
 
 
 @dataclass

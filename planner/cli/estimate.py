@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from planner.errors import InputError
-from planner.estimate import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
-from planner.table import ThroughputTable, read_table, write_table
+from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
+from planner.formats.table import ThroughputTable, read_table, write_table
 
 _SHOWN = 5  # list at most this many missing solo rows / pairs to measure
 
@@ -24,7 +24,7 @@ _SHOWN = 5  # list at most this many missing solo rows / pairs to measure
 def _read(path: Path) -> ThroughputTable:
     # A Gavel JSON file is accepted directly, as a convenience for studies.
     if path.suffix.lower() == ".json":
-        from planner.gavel_json import import_gavel
+        from planner.formats.gavel_json import import_gavel
 
         return import_gavel(path)
     return read_table(path)

@@ -30,7 +30,7 @@ def _pyplot():
 
 
 def _save(fig, stem: Path, formats: Sequence[str]) -> list[Path]:
-    from planner.atomic import write_with
+    from planner.formats.atomic import write_with
 
     paths = []
     for fmt in formats:

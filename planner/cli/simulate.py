@@ -24,10 +24,10 @@ err = Console(stderr=True)
 
 def load_table(path: Path):
     """A rota table (.csv / .parquet) or Gavel's throughput JSON (.json)."""
-    from planner.table import read_table
+    from planner.formats.table import read_table
 
     if Path(path).suffix.lower() == ".json":
-        from planner.gavel_json import import_gavel
+        from planner.formats.gavel_json import import_gavel
 
         return import_gavel(path)
     return read_table(path)
@@ -35,8 +35,8 @@ def load_table(path: Path):
 
 def load_cluster(text: str):
     """A cluster file (.yaml / .json) or an inline spec: '36:36:36' (v100:p100:k80) or 'v100=4,k80=8'."""
-    from planner.cluster import read_cluster
-    from planner.simulate import parse_cluster
+    from planner.formats.cluster import read_cluster
+    from planner.modes.simulate import parse_cluster
 
     if Path(text).suffix.lower() in (".yaml", ".yml", ".json") or Path(text).exists():
         return read_cluster(text)
@@ -56,7 +56,7 @@ def parse_window(text: Optional[str]) -> tuple[int, int] | None:
 
 
 def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_type, fixed_duration_h):
-    from planner.trace import GeneratorConfig, JobGenerator
+    from planner.formats.trace import GeneratorConfig, JobGenerator
 
     config = GeneratorConfig(seed=seed, rate_per_hour=rate, multi_gpu=multi_gpu, multi_priority=multi_priority,
                              slos=slos, reference_type=reference_type,
@@ -91,7 +91,7 @@ def trace_generate_command(
     Example: rota trace generate --table simulation_throughputs.json --num-jobs 1000
     --rate 2.0 --multi-gpu --seed 0 --out jobs.trace
     """
-    from planner.trace import write_trace
+    from planner.formats.trace import write_trace
 
     thr = load_table(table)
     gen = _generator(thr, seed=seed, rate=rate, multi_gpu=multi_gpu, multi_priority=multi_priority, slos=slos,
@@ -156,10 +156,10 @@ def simulate_command(
     Example: rota simulate --table simulation_throughputs.json --cluster 36:36:36
     --policy max_min_fairness_perf --rate 2.4 --window 4000:5000 --gavel-compat --out sim/
     """
-    from planner.atomic import write_text_atomic
+    from planner.formats.atomic import write_text_atomic
     from planner.policies.lp import LP_METHODS
-    from planner.simulate import SimulationConfig, Workload
-    from planner.sweep import write_job_csv
+    from planner.modes.simulate import SimulationConfig, Workload
+    from planner.modes.sweep import write_job_csv
 
     if method not in LP_METHODS:
         raise InputError(f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}",
@@ -171,7 +171,7 @@ def simulate_command(
         raise InputError("give either --trace or generator options (--num-jobs / --rate), not both", field="--trace")
 
     def workload():
-        from planner.trace import read_trace
+        from planner.formats.trace import read_trace
 
         if trace is not None:
             return Workload(jobs=read_trace(trace, thr, spec), description={"trace": str(trace)})
@@ -209,7 +209,7 @@ def simulate_command(
 def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from planner.simulate import run_simulation
+    from planner.modes.simulate import run_simulation
 
     with Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active"),
@@ -287,7 +287,7 @@ def sweep_command(
     --window 4000:5000 --gavel-compat --jobs 8 --out fig8/
     """
     from planner.policies import POLICY_NAMES
-    from planner.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
+    from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     for name in names:
@@ -339,8 +339,8 @@ def sweep_command(
 
 def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: float | None = None) -> list[Path]:
     """The figures of a finished sweep: JCT (or makespan) vs load, JCT CDF, rho CDF."""
-    from planner import plots
-    from planner.sweep import read_job_csv
+    from planner.report import plots
+    from planner.modes.sweep import read_job_csv
 
     paths: list[Path] = []
     static = all(r.get("num_jobs") is not None for r in records)
@@ -361,7 +361,7 @@ def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: f
     paths += plots.plot_cdf(jct, out_dir / f"jct_cdf_rate={rate:g}", xlabel="JCT (hours)", log_x=True,
                             title=f"{rate:g} jobs/hour, seed {seed}", formats=formats)
     if any(r["policy"] == "isolated" for r in chosen):
-        from planner.metrics import rho
+        from planner.modes.metrics import rho
         iso = next(r for r in chosen if r["policy"] == "isolated")
         ref = {x["job_id"]: float(x["jct_s"]) for x in read_job_csv(out_dir / "jobs" / f"{iso['key']}.csv")
                if x["in_window"] == "True" and x["jct_s"]}

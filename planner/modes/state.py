@@ -25,15 +25,15 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from planner.atomic import write_text_atomic
-from planner.cluster import Cluster
-from planner.engine import Engine, EngineConfig, JobOutcome, Solve
+from planner.formats.atomic import write_text_atomic
+from planner.formats.cluster import Cluster
+from planner.rounds.engine import Engine, EngineConfig, JobOutcome, Solve
 from planner.errors import InputError
-from planner.files import read_json
-from planner.jobs import Job
-from planner.mechanism import Placement
+from planner.formats.files import read_json
+from planner.formats.jobs import Job
+from planner.rounds.mechanism import Placement
 from planner.policies.base import Allocation
-from planner.table import JobType, ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 
 STATE_FORMAT = "rota.state/v1"
 PROGRESS_FORMAT = "rota.progress/v1"

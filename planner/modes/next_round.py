@@ -14,12 +14,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from planner.cluster import Cluster
-from planner.engine import Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord
+from planner.formats.cluster import Cluster
+from planner.rounds.engine import Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord
 from planner.errors import InputError
-from planner.jobs import Job
-from planner.state import (STATE_FORMAT, Progress, apply_progress, restore_engine, save_engine, submit_new)
-from planner.table import ThroughputTable
+from planner.formats.jobs import Job
+from planner.modes.state import (STATE_FORMAT, Progress, apply_progress, restore_engine, save_engine, submit_new)
+from planner.formats.table import ThroughputTable
 
 DEFAULT_POLICY = "max_min_fairness_perf"
 
@@ -111,7 +111,7 @@ def _next_round(table, cluster, *, state, jobs, progress, policy, policy_options
     if progress is not None:
         notes += apply_progress(engine, progress, cluster=cluster, cancelled=cancelled, path=progress_path)
         if progress.new_jobs:
-            from planner.jobs import parse_jobs
+            from planner.formats.jobs import parse_jobs
 
             records = [dict(r) for r in progress.new_jobs]
             for r in records:
@@ -151,7 +151,7 @@ def _next_round(table, cluster, *, state, jobs, progress, policy, policy_options
 
 
 def _input_paths(inputs: dict | None) -> dict:
-    from planner.schedule import file_digest
+    from planner.formats.schedule import file_digest
 
     out = {}
     for name, path in (inputs or {}).items():
@@ -165,7 +165,7 @@ def _input_paths(inputs: dict | None) -> dict:
 def _schedule(engine: Engine, records: list[RoundRecord], in_play: list[str], at_start: dict[str, float],
               busy_before: dict[str, float], last_solve, policy: str, options: dict, inputs: dict,
               base: int, rounds_done: int) -> dict:
-    from planner.schedule import build_schedule
+    from planner.formats.schedule import build_schedule
 
     outcomes = {jid: JobOutcome(engine.outcomes[jid].job.with_progress(at_start[jid]),
                                 engine.outcomes[jid].finish_s, engine.outcomes[jid].steps_done)

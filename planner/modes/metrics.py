@@ -11,8 +11,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from planner.engine import JobOutcome, RoundRecord
-from planner.mechanism import Placement
+from planner.rounds.engine import JobOutcome, RoundRecord
+from planner.rounds.mechanism import Placement
 
 PERCENTILES = (50, 90, 99)
 

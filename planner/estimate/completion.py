@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
-from planner.table import COLUMNS, RUNNABLE_STATUSES, JobType, ThroughputTable
+from planner.formats.table import COLUMNS, RUNNABLE_STATUSES, JobType, ThroughputTable
 
 METHOD = "als"
 DEFAULT_RANK = 4

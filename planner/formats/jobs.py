@@ -16,9 +16,9 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from planner.cluster import Cluster
+from planner.formats.cluster import Cluster
 from planner.errors import InputError
-from planner.table import JobType, ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
 JOB_COLUMNS = ["job_id", "model", "batch_size", "scale_factor", "total_steps", "duration_s",

@@ -18,11 +18,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from planner.atomic import write_with
+from planner.formats.atomic import write_with
 from planner.errors import InputError
-from planner.metrics import distribution, rho
-from planner.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
-from planner.trace import GeneratorConfig, JobGenerator
+from planner.modes.metrics import distribution, rho
+from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
+from planner.formats.trace import GeneratorConfig, JobGenerator
 
 RESULTS = "results.jsonl"
 SWEEP_FORMAT = "rota.sweep/v1"
@@ -97,7 +97,7 @@ _CACHE: dict[tuple[str, str], tuple] = {}
 
 
 def _inputs(spec: SweepSpec):
-    from planner.cli_simulate import load_cluster, load_table
+    from planner.cli.simulate import load_cluster, load_table
 
     key = (spec.table, spec.cluster)
     if key not in _CACHE:
@@ -178,7 +178,7 @@ def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
                              f"({old.get(changed[0])!r}, now {fixed[changed[0]]!r}); use another --out",
                              path=path, field=changed[0])
     out_dir.mkdir(parents=True, exist_ok=True)
-    from planner.atomic import write_text_atomic
+    from planner.formats.atomic import write_text_atomic
     write_text_atomic(path, json.dumps({"format": SWEEP_FORMAT, "setup": fixed}, indent=1) + "\n")
 
 

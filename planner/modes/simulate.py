@@ -1,7 +1,7 @@
 """Simulation: the round engine driven by a trace with arrivals (spec §5.6b, §6).
 
 There is no second mechanism: `run_simulation` feeds jobs into
-`planner.engine.Engine` (lazily, for endless generated traces), steps it
+`planner.rounds.engine.Engine` (lazily, for endless generated traces), steps it
 round by round, and measures. A run ends when every job of the measurement
 window has finished (Gavel's jobs [s, e) of a continuous trace), when a
 finite trace is done, or when the load is found to exceed what the cluster
@@ -15,14 +15,14 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterator
 
-from planner.cluster import Cluster, cluster_from_dict
-from planner.engine import Engine, EngineConfig
+from planner.formats.cluster import Cluster, cluster_from_dict
+from planner.rounds.engine import Engine, EngineConfig
 from planner.errors import InputError
-from planner.jobs import Job
-from planner.metrics import LeaseCounter, distribution, rho, utilisation
+from planner.formats.jobs import Job
+from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
 from planner.policies import make_policy
-from planner.table import ThroughputTable
-from planner.trace import JobGenerator
+from planner.formats.table import ThroughputTable
+from planner.formats.trace import JobGenerator
 
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")  # Gavel's hard-coded visiting order (spec §5.4)
 GAVEL_RESOLVE_INTERVAL_S = 1920.0

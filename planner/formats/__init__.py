@@ -1,0 +1,1 @@
+"""File formats: reading, validating and writing every document rota exchanges (tables, clusters, jobs, traces, schedules, state, progress). Depends only on planner.errors."""

@@ -1,0 +1,1 @@
+"""What users run on top of the engine: plan, next round, simulate, sweep, and their metrics."""
