@@ -25,6 +25,7 @@ a .png when matplotlib is importable. Usage:
     python benchmarks/bench_estimate.py [--seeds 10] [--quick]
     python benchmarks/bench_estimate.py --write-partial partial.csv --hide 0.7   # a demo input
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ def column_mean(train: np.ndarray) -> np.ndarray:
     return np.where(seen, train, 0.0).sum(axis=0) / np.maximum(seen.sum(axis=0), 1)
 
 
-def predictions(fm_exclude: E.FactorMatrix, fm_zero: E.FactorMatrix, hidden: np.ndarray,
-                seed: int) -> dict[str, np.ndarray]:
+def predictions(
+    fm_exclude: E.FactorMatrix, fm_zero: E.FactorMatrix, hidden: np.ndarray, seed: int
+) -> dict[str, np.ndarray]:
     train = np.where(hidden, np.nan, fm_exclude.values)
     train_zero = np.where(hidden, np.nan, fm_zero.values)
     clip = lambda a: np.clip(a, 0.0, 1.0)  # noqa: E731
@@ -88,8 +90,7 @@ def trial(fm: E.FactorMatrix, fm_zero: E.FactorMatrix, mirror, fraction: float, 
     out = {"coverage": ok.sum() / max(ran.sum(), 1), "n": int(ok.sum())}
     for name, pred in preds.items():
         err = np.abs(pred[ok] - truth)
-        out[name] = {"factor": err, "tput": err * solo, "rel": err / truth,
-                     "failed_pred": pred[failed]}
+        out[name] = {"factor": err, "tput": err * solo, "rel": err / truth, "failed_pred": pred[failed]}
     return out
 
 
@@ -99,26 +100,31 @@ def accuracy_study(fm: E.FactorMatrix, fm_zero: E.FactorMatrix, fractions, seeds
     for fraction in fractions:
         trials = [trial(fm, fm_zero, mirror, fraction, seed) for seed in range(seeds)]
         for name in METHODS:
-            pooled = {k: np.concatenate([t[name][k] for t in trials]) for k in ("factor", "tput", "rel",
-                                                                                "failed_pred")}
-            rows.append({
-                "hidden_fraction": fraction, "method": name, "seeds": seeds,
-                "entries": sum(t["n"] for t in trials),
-                "coverage": float(np.mean([t["coverage"] for t in trials])),
-                "factor_median": float(np.median(pooled["factor"])),
-                "factor_p90": float(np.quantile(pooled["factor"], 0.9)),
-                "tput_median": float(np.median(pooled["tput"])),
-                "tput_p90": float(np.quantile(pooled["tput"], 0.9)),
-                "tput_rel_median": float(np.median(pooled["rel"])),
-                "tput_rel_p90": float(np.quantile(pooled["rel"], 0.9)),
-                "failed_pred_median": (float(np.median(pooled["failed_pred"]))
-                                       if len(pooled["failed_pred"]) else float("nan")),
-            })
+            pooled = {k: np.concatenate([t[name][k] for t in trials]) for k in ("factor", "tput", "rel", "failed_pred")}
+            rows.append(
+                {
+                    "hidden_fraction": fraction,
+                    "method": name,
+                    "seeds": seeds,
+                    "entries": sum(t["n"] for t in trials),
+                    "coverage": float(np.mean([t["coverage"] for t in trials])),
+                    "factor_median": float(np.median(pooled["factor"])),
+                    "factor_p90": float(np.quantile(pooled["factor"], 0.9)),
+                    "tput_median": float(np.median(pooled["tput"])),
+                    "tput_p90": float(np.quantile(pooled["tput"], 0.9)),
+                    "tput_rel_median": float(np.median(pooled["rel"])),
+                    "tput_rel_p90": float(np.quantile(pooled["rel"], 0.9)),
+                    "failed_pred_median": (
+                        float(np.median(pooled["failed_pred"])) if len(pooled["failed_pred"]) else float("nan")
+                    ),
+                }
+            )
     return rows
 
 
-def rank_sweep(fm: E.FactorMatrix, fractions=(0.1, 0.5, 0.9), ranks=(0, 1, 2, 4, 6, 8),
-               regs=(0.001, 0.01, 0.1), seeds: int = 5) -> list[tuple]:
+def rank_sweep(
+    fm: E.FactorMatrix, fractions=(0.1, 0.5, 0.9), ranks=(0, 1, 2, 4, 6, 8), regs=(0.001, 0.01, 0.1), seeds: int = 5
+) -> list[tuple]:
     """Median factor error of ALS per (hidden fraction, rank, reg): how the defaults were chosen."""
     mirror = fm.mirror()
     out = []
@@ -130,8 +136,12 @@ def rank_sweep(fm: E.FactorMatrix, fractions=(0.1, 0.5, 0.9), ranks=(0, 1, 2, 4,
             splits.append((seed, train, E.estimable_mask(~np.isnan(train), hidden, mirror)))
         for rank in ranks:
             for reg in regs:
-                err = np.concatenate([np.abs(np.clip(E.als_complete(train, rank=rank, reg=reg, seed=seed), 0, 1)
-                                             - fm.values)[ok] for seed, train, ok in splits])
+                err = np.concatenate(
+                    [
+                        np.abs(np.clip(E.als_complete(train, rank=rank, reg=reg, seed=seed), 0, 1) - fm.values)[ok]
+                        for seed, train, ok in splits
+                    ]
+                )
                 out.append((fraction, rank, reg, float(np.median(err)), float(np.quantile(err, 0.9))))
     return out
 
@@ -148,6 +158,7 @@ def print_sweep(rows: list[tuple]) -> None:
 
 
 # --------------------------------------------------------------------------- scale factors
+
 
 def scale_factor_study(table: ThroughputTable) -> dict[str, tuple[float, float, int]]:
     """Leave-one-out relative error of multi-GPU solo throughputs."""
@@ -177,15 +188,20 @@ def scale_factor_study(table: ThroughputTable) -> dict[str, tuple[float, float, 
 
 # --------------------------------------------------------------------------- output
 
+
 def print_rows(rows: list[dict]) -> None:
-    header = (f"{'hidden':>6}  {'method':<16}{'factor |err| med':>17}{'p90':>7}"
-              f"{'tput |err| med':>16}{'p90':>8}{'tput rel med':>14}{'p90':>7}{'coverage':>10}")
+    header = (
+        f"{'hidden':>6}  {'method':<16}{'factor |err| med':>17}{'p90':>7}"
+        f"{'tput |err| med':>16}{'p90':>8}{'tput rel med':>14}{'p90':>7}{'coverage':>10}"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
-        print(f"{r['hidden_fraction']:>6.0%}  {r['method']:<16}{r['factor_median']:>17.3f}{r['factor_p90']:>7.3f}"
-              f"{r['tput_median']:>16.3f}{r['tput_p90']:>8.2f}{r['tput_rel_median']:>14.1%}"
-              f"{r['tput_rel_p90']:>7.0%}{r['coverage']:>10.1%}")
+        print(
+            f"{r['hidden_fraction']:>6.0%}  {r['method']:<16}{r['factor_median']:>17.3f}{r['factor_p90']:>7.3f}"
+            f"{r['tput_median']:>16.3f}{r['tput_p90']:>8.2f}{r['tput_rel_median']:>14.1%}"
+            f"{r['tput_rel_p90']:>7.0%}{r['coverage']:>10.1%}"
+        )
         if r["method"] == METHODS[-1]:
             print()
 
@@ -199,8 +215,13 @@ def write_csv(rows: list[dict], path: Path) -> None:
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
-COLOURS = {"als": "#1f77b4", "als zeros=0": "#9467bd", "bias only": "#2ca02c",
-           "partner mean": "#ff7f0e", "no interference": "#d62728"}
+COLOURS = {
+    "als": "#1f77b4",
+    "als zeros=0": "#9467bd",
+    "bias only": "#2ca02c",
+    "partner mean": "#ff7f0e",
+    "no interference": "#d62728",
+}
 
 
 def write_svg(rows: list[dict], path: Path) -> None:
@@ -215,30 +236,36 @@ def write_svg(rows: list[dict], path: Path) -> None:
     def py(y: float) -> float:
         return top + (1 - min(y, y_max) / y_max) * (height - top - bottom)
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="12">',
-             f'<rect width="{width}" height="{height}" fill="white"/>',
-             f'<text x="{left}" y="18" font-size="14">Co-location factor error on Gavel\'s table '
-             f'(median solid, p90 dashed)</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{left}" y="18" font-size="14">Co-location factor error on Gavel\'s table '
+        f"(median solid, p90 dashed)</text>",
+    ]
     for k in range(int(round(y_max * 10)) + 1):
         y = k / 10
         parts.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{width - right}" y2="{py(y):.1f}" stroke="#ddd"/>')
         parts.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.1f}</text>')
     for x in xs:
         parts.append(f'<text x="{px(x):.1f}" y="{height - bottom + 16}" text-anchor="middle">{x:.0%}</text>')
-    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">'
-                 'fraction of pairs hidden</text>')
-    parts.append(f'<text transform="translate(16,{(top + height - bottom) / 2}) rotate(-90)" '
-                 'text-anchor="middle">|estimated - true| factor</text>')
+    parts.append(
+        f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">fraction of pairs hidden</text>'
+    )
+    parts.append(
+        f'<text transform="translate(16,{(top + height - bottom) / 2}) rotate(-90)" '
+        'text-anchor="middle">|estimated - true| factor</text>'
+    )
     for n, method in enumerate(METHODS):
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["hidden_fraction"])
         for key, dash in (("factor_median", ""), ("factor_p90", ' stroke-dasharray="5,4"')):
             points = " ".join(f"{px(r['hidden_fraction']):.1f},{py(r[key]):.1f}" for r in mine)
-            parts.append(f'<polyline points="{points}" fill="none" stroke="{COLOURS[method]}" '
-                         f'stroke-width="2"{dash}/>')
+            parts.append(f'<polyline points="{points}" fill="none" stroke="{COLOURS[method]}" stroke-width="2"{dash}/>')
         y = top + 10 + 18 * n
-        parts.append(f'<line x1="{width - right + 10}" y1="{y}" x2="{width - right + 30}" y2="{y}" '
-                     f'stroke="{COLOURS[method]}" stroke-width="2"/>')
+        parts.append(
+            f'<line x1="{width - right + 10}" y1="{y}" x2="{width - right + 30}" y2="{y}" '
+            f'stroke="{COLOURS[method]}" stroke-width="2"/>'
+        )
         parts.append(f'<text x="{width - right + 34}" y="{y + 4}">{method}</text>')
     parts.append("</svg>")
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
@@ -269,6 +296,7 @@ def write_png(rows: list[dict], path: Path) -> bool:
 
 def partial_table(table: ThroughputTable, fraction: float, seed: int) -> ThroughputTable:
     """`table` with a random `fraction` of its single-GPU (worker type, pair)s removed (both rows)."""
+
     def pair(r):
         ends = sorted([(r["model"], r["batch_size"] or 0), (r["partner_model"], r["partner_batch_size"] or 0)])
         return (r["worker_type"], *ends)
@@ -285,10 +313,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--quick", action="store_true", help="3 seeds, 3 fractions")
     parser.add_argument("--table", type=Path, default=GAVEL)
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default benchmarks/results, "
-                                                               "benchmarks/results/quick with --quick)")
-    parser.add_argument("--write-partial", type=Path, metavar="CSV",
-                        help="only write Gavel's k80/p100/v100 table with --hide of its single-GPU pairs removed")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default benchmarks/results, benchmarks/results/quick with --quick)",
+    )
+    parser.add_argument(
+        "--write-partial",
+        type=Path,
+        metavar="CSV",
+        help="only write Gavel's k80/p100/v100 table with --hide of its single-GPU pairs removed",
+    )
     parser.add_argument("--hide", type=float, default=0.7)
     parser.add_argument("--sweep", action="store_true", help="also sweep rank and reg (how the defaults were chosen)")
     args = parser.parse_args(argv)
@@ -308,10 +344,12 @@ def main(argv: list[str] | None = None) -> int:
     single, multi = gavel_single_gpu(args.table)
     fm = E.build_factor_matrices(single, zeros="exclude")[0]
     fm_zero = E.build_factor_matrices(single, zeros="zero")[0]
-    print(f"Gavel single-GPU pairs on {', '.join(WORKER_TYPES)}: {fm.values.shape[0]} job types x "
-          f"{fm.values.shape[1]} (worker type, partner) columns; {int(fm.measured.sum())} entries ran, "
-          f"{int(fm.failed.sum())} failed. ALS rank {E.DEFAULT_RANK}, reg {E.DEFAULT_REG}; {seeds} seeds; "
-          f"errors pooled over seeds\n")
+    print(
+        f"Gavel single-GPU pairs on {', '.join(WORKER_TYPES)}: {fm.values.shape[0]} job types x "
+        f"{fm.values.shape[1]} (worker type, partner) columns; {int(fm.measured.sum())} entries ran, "
+        f"{int(fm.failed.sum())} failed. ALS rank {E.DEFAULT_RANK}, reg {E.DEFAULT_REG}; {seeds} seeds; "
+        f"errors pooled over seeds\n"
+    )
     rows = accuracy_study(fm, fm_zero, fractions, seeds)
     print_rows(rows)
     failed = [r for r in rows if r["method"] in ("als", "als zeros=0") and not np.isnan(r["failed_pred_median"])]
@@ -333,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(rows, args.out / "estimate_accuracy.csv")
     write_svg(rows, args.out / "estimate_accuracy.svg")
     png = write_png(rows, args.out / "estimate_accuracy.png")
-    print(f"\nwrote {args.out / 'estimate_accuracy.csv'} and .svg"
-          + (" and .png" if png else " (matplotlib not installed: no .png)") + f"; {elapsed:.1f} s")
+    print(
+        f"\nwrote {args.out / 'estimate_accuracy.csv'} and .svg"
+        + (" and .png" if png else " (matplotlib not installed: no .png)")
+        + f"; {elapsed:.1f} s"
+    )
     return 0
 
 

@@ -24,6 +24,7 @@ ratio to the oracle; writes benchmarks/results/estimate_jct.json.
 
     python benchmarks/bench_estimate_jct.py [--quick] [--failures-known] [--hide 0.5,0.8] [--jobs 2]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,11 +39,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_estimate import GAVEL, RESULTS, column_mean, gavel_single_gpu, partial_table  # noqa: E402
+
 from planner.estimate import completion as E  # noqa: E402
 from planner.formats.atomic import write_text_atomic  # noqa: E402
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
 from planner.formats.table import COLUMNS, JobType, ThroughputTable  # noqa: E402
 from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
 
 PACKED, PERF = "max_min_fairness_packed", "max_min_fairness_perf"
 FULL = {"cluster": "4:4:4", "rate": 0.8, "window": (30, 130), "hide": (0.5, 0.8), "hide_seeds": (0, 1, 2)}
@@ -50,6 +52,7 @@ QUICK = {"cluster": "2:2:2", "rate": 0.4, "window": (10, 50), "hide": (0.5,), "h
 
 
 # --------------------------------------------------------------------------- decision tables
+
 
 def baseline_table(estimated: ThroughputTable, partial: ThroughputTable, method: str) -> ThroughputTable:
     """`estimated` with every estimated entry refilled by a baseline factor.
@@ -69,16 +72,24 @@ def baseline_table(estimated: ThroughputTable, partial: ThroughputTable, method:
         partner = JobType(r["partner_model"], r["partner_batch_size"], s)
         factor = 1.0 if method == "no interference" else float(means[s][columns[s][(r["worker_type"], partner)]])
         tput = factor * partial.solo(r["worker_type"], JobType(r["model"], r["batch_size"], s))
-        rows.append({**r, "throughput": tput, "status": "estimated" if tput > 0 else "failed",
-                     "device_name": f"estimated: {method}"})
+        rows.append(
+            {
+                **r,
+                "throughput": tput,
+                "status": "estimated" if tput > 0 else "failed",
+                "device_name": f"estimated: {method}",
+            }
+        )
     return ThroughputTable.from_records(rows, columns=COLUMNS, path=f"<{method}>")
 
 
 def failures_known(estimated: ThroughputTable, truth: ThroughputTable) -> ThroughputTable:
     """`estimated` with the entries that cannot run in truth marked failed: an estimator that
     also predicted out-of-memory pairs (e.g. from peak memory) would decide on this."""
-    rows = [{**r, "throughput": 0.0, "status": "failed"} if r["source"] == "estimated" and not _runs(truth, r)
-            else r for r in estimated.rows]
+    rows = [
+        {**r, "throughput": 0.0, "status": "failed"} if r["source"] == "estimated" and not _runs(truth, r) else r
+        for r in estimated.rows
+    ]
     return ThroughputTable.from_records(rows, columns=COLUMNS, path="<als, failures known>")
 
 
@@ -88,20 +99,27 @@ def _runs(truth: ThroughputTable, r: dict) -> bool:
     return min(truth.pair(r["worker_type"], a, b)) > 0
 
 
-def decision_tables(truth: ThroughputTable, fraction: float, seed: int,
-                    with_failures_known: bool = False) -> tuple[dict, dict]:
+def decision_tables(
+    truth: ThroughputTable, fraction: float, seed: int, with_failures_known: bool = False
+) -> tuple[dict, dict]:
     """The decision tables for one hide fraction, and facts about the hiding."""
     partial = partial_table(truth, fraction, seed=seed)
     estimated, report = E.estimate_table(partial, partial=True, seed=seed)
     estimated.path = "<als>"
     group = next(g for g in report.groups if g.scale_factor == 1)
     wrong = sum(1 for r in estimated.rows if r["status"] == "estimated" and not _runs(truth, r))
-    facts = {"hidden_fraction": fraction, "measured_pairs_left": group.measured_pairs,
-             "estimated_entries": group.estimated_entries, "unestimated_entries": group.unestimable_entries,
-             "estimated_runnable_but_failed_in_truth": wrong}
-    tables = {"estimated (als)": estimated,
-              "partner mean": baseline_table(estimated, partial, "partner mean"),
-              "no interference": baseline_table(estimated, partial, "no interference")}
+    facts = {
+        "hidden_fraction": fraction,
+        "measured_pairs_left": group.measured_pairs,
+        "estimated_entries": group.estimated_entries,
+        "unestimated_entries": group.unestimable_entries,
+        "estimated_runnable_but_failed_in_truth": wrong,
+    }
+    tables = {
+        "estimated (als)": estimated,
+        "partner mean": baseline_table(estimated, partial, "partner mean"),
+        "no interference": baseline_table(estimated, partial, "no interference"),
+    }
     if with_failures_known:
         tables["estimated (als), failures known"] = failures_known(estimated, truth)
     return tables, facts
@@ -109,17 +127,25 @@ def decision_tables(truth: ThroughputTable, fraction: float, seed: int,
 
 # --------------------------------------------------------------------------- runs
 
+
 def simulate(truth: ThroughputTable, decide: ThroughputTable | None, policy: str, setup: dict) -> dict:
     cluster = parse_cluster(setup["cluster"])
     gen = JobGenerator(truth, GeneratorConfig(seed=setup["seed"], rate_per_hour=setup["rate"]))
-    config = SimulationConfig(policy=policy, seed=setup["seed"], window=tuple(setup["window"]),
-                              gavel_compat=setup["gavel_compat"])
+    config = SimulationConfig(
+        policy=policy, seed=setup["seed"], window=tuple(setup["window"]), gavel_compat=setup["gavel_compat"]
+    )
     result = run_simulation(truth, cluster, Workload(generator=gen), config, decision_table=decide)
     m = result.metrics
     if result.status != "ok":
         return {"status": result.status, "reason": result.reason}
-    return {"status": "ok", "avg_jct_h": m["jct_s"]["mean"] / 3600, "p90_jct_h": m["jct_s"]["p90"] / 3600,
-            "utilisation": m["utilisation"]["all"], "resolves": m["resolves"], "wall_s": m["wall_s"]}
+    return {
+        "status": "ok",
+        "avg_jct_h": m["jct_s"]["mean"] / 3600,
+        "p90_jct_h": m["jct_s"]["p90"] / 3600,
+        "utilisation": m["utilisation"]["all"],
+        "resolves": m["resolves"],
+        "wall_s": m["wall_s"],
+    }
 
 
 def _run(task: tuple) -> tuple:
@@ -132,8 +158,10 @@ def _run(task: tuple) -> tuple:
 
 def run_all(truth: ThroughputTable, setup: dict, jobs: int) -> tuple[list[dict], list[dict]]:
     """Every simulation of the study, in parallel; one row per run."""
-    tasks = [((None, None, "oracle (true table)"), truth, None, PACKED, setup),
-             ((None, None, "no packing (max_min_fairness_perf)"), truth, None, PERF, setup)]
+    tasks = [
+        ((None, None, "oracle (true table)"), truth, None, PACKED, setup),
+        ((None, None, "no packing (max_min_fairness_perf)"), truth, None, PERF, setup),
+    ]
     facts = []
     for fraction in setup["hide"]:
         for seed in setup["hide_seeds"]:
@@ -153,8 +181,9 @@ def run_all(truth: ThroughputTable, setup: dict, jobs: int) -> tuple[list[dict],
     rows = []
     for (fraction, seed, name), out in done.items():
         ratio = out["avg_jct_h"] / oracle if out.get("avg_jct_h") and oracle else None
-        rows.append({"hidden_fraction": fraction, "hide_seed": seed, "decisions": name, **out,
-                     "jct_ratio_to_oracle": ratio})
+        rows.append(
+            {"hidden_fraction": fraction, "hide_seed": seed, "decisions": name, **out, "jct_ratio_to_oracle": ratio}
+        )
     return rows, facts
 
 
@@ -163,38 +192,64 @@ def summarise(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["hidden_fraction"], r["decisions"]), []).append(r)
-    order = ["oracle (true table)", "no packing (max_min_fairness_perf)", "estimated (als)",
-             "estimated (als), failures known", "partner mean", "no interference"]
+    order = [
+        "oracle (true table)",
+        "no packing (max_min_fairness_perf)",
+        "estimated (als)",
+        "estimated (als), failures known",
+        "partner mean",
+        "no interference",
+    ]
     out = []
     for (fraction, name), runs in sorted(groups.items(), key=lambda g: (g[0][0] or 0.0, order.index(g[0][1]))):
         ok = [r for r in runs if r["status"] == "ok"]
-        mean = lambda key: sum(r[key] for r in ok) / len(ok) if ok else None  # noqa: E731
+
+        def mean(key, ok=ok):
+            return sum(r[key] for r in ok) / len(ok) if ok else None
+
         ratios = [r["jct_ratio_to_oracle"] for r in ok if r["jct_ratio_to_oracle"] is not None]
-        out.append({"hidden_fraction": fraction, "decisions": name, "runs": len(runs), "ok": len(ok),
-                    "avg_jct_h": mean("avg_jct_h"), "p90_jct_h": mean("p90_jct_h"),
-                    "utilisation": mean("utilisation"),
-                    "jct_ratio_to_oracle": sum(ratios) / len(ratios) if ratios else None,
-                    "ratio_min": min(ratios, default=None), "ratio_max": max(ratios, default=None)})
+        out.append(
+            {
+                "hidden_fraction": fraction,
+                "decisions": name,
+                "runs": len(runs),
+                "ok": len(ok),
+                "avg_jct_h": mean("avg_jct_h"),
+                "p90_jct_h": mean("p90_jct_h"),
+                "utilisation": mean("utilisation"),
+                "jct_ratio_to_oracle": sum(ratios) / len(ratios) if ratios else None,
+                "ratio_min": min(ratios, default=None),
+                "ratio_max": max(ratios, default=None),
+            }
+        )
     return out
 
 
 def print_rows(summary: list[dict], facts: list[dict], setup: dict) -> None:
-    print(f"Gavel table (k80/p100/v100), cluster {setup['cluster']}, {setup['rate']} jobs/h, trace seed "
-          f"{setup['seed']}, jobs {setup['window'][0]}-{setup['window'][1] - 1} measured; progress always at the "
-          f"true throughputs; hide seeds {', '.join(map(str, setup['hide_seeds']))}")
+    print(
+        f"Gavel table (k80/p100/v100), cluster {setup['cluster']}, {setup['rate']} jobs/h, trace seed "
+        f"{setup['seed']}, jobs {setup['window'][0]}-{setup['window'][1] - 1} measured; progress always at the "
+        f"true throughputs; hide seeds {', '.join(map(str, setup['hide_seeds']))}"
+    )
     for f in facts:
-        print(f"  {f['hidden_fraction']:.0%} hidden, seed {f['hide_seed']}: {f['measured_pairs_left']} pairs left "
-              f"measured, {f['estimated_entries']} entries estimated, {f['unestimated_entries']} not estimable, "
-              f"{f['estimated_runnable_but_failed_in_truth']} estimated entries failed in truth")
-    print(f"\n{'hidden':>7}  {'decisions':<36}{'runs':>5}{'avg JCT h':>10}{'/ oracle':>10}{'min':>7}{'max':>7}"
-          f"{'p90 h':>8}{'util':>7}")
+        print(
+            f"  {f['hidden_fraction']:.0%} hidden, seed {f['hide_seed']}: {f['measured_pairs_left']} pairs left "
+            f"measured, {f['estimated_entries']} entries estimated, {f['unestimated_entries']} not estimable, "
+            f"{f['estimated_runnable_but_failed_in_truth']} estimated entries failed in truth"
+        )
+    print(
+        f"\n{'hidden':>7}  {'decisions':<36}{'runs':>5}{'avg JCT h':>10}{'/ oracle':>10}{'min':>7}{'max':>7}"
+        f"{'p90 h':>8}{'util':>7}"
+    )
     for r in summary:
         hidden = "-" if r["hidden_fraction"] is None else f"{r['hidden_fraction']:.0%}"
         if not r["ok"]:
             print(f"{hidden:>7}  {r['decisions']:<36}{r['runs']:>5}  saturated")
             continue
-        print(f"{hidden:>7}  {r['decisions']:<36}{r['ok']:>5}{r['avg_jct_h']:>10.2f}{r['jct_ratio_to_oracle']:>10.3f}"
-              f"{r['ratio_min']:>7.3f}{r['ratio_max']:>7.3f}{r['p90_jct_h']:>8.1f}{r['utilisation']:>7.3f}")
+        print(
+            f"{hidden:>7}  {r['decisions']:<36}{r['ok']:>5}{r['avg_jct_h']:>10.2f}{r['jct_ratio_to_oracle']:>10.3f}"
+            f"{r['ratio_min']:>7.3f}{r['ratio_max']:>7.3f}{r['p90_jct_h']:>8.1f}{r['utilisation']:>7.3f}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,11 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hide-seeds", help="comma-separated seeds of the hiding (and of the fit)")
     parser.add_argument("--seed", type=int, default=0, help="trace seed (Gavel's generator)")
     parser.add_argument("--gavel-compat", action="store_true")
-    parser.add_argument("--failures-known", action="store_true",
-                        help="also decide on the ALS table with the pairs that fail in truth marked failed")
+    parser.add_argument(
+        "--failures-known",
+        action="store_true",
+        help="also decide on the ALS table with the pairs that fail in truth marked failed",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="simulations run in parallel")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="results JSON (default benchmarks/results/estimate_jct.json; quick/ with --quick)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results JSON (default benchmarks/results/estimate_jct.json; quick/ with --quick)",
+    )
     args = parser.parse_args(argv)
     if args.out is None:  # a quick run must not overwrite the committed full results
         args.out = (RESULTS / "quick" if args.quick else RESULTS) / "estimate_jct.json"
@@ -236,8 +298,13 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(rows)
     print_rows(summary, facts, setup)
     setup = {k: list(v) if isinstance(v, tuple) else v for k, v in setup.items()}
-    payload = {"setup": {**setup, "policy": PACKED, "table": "gavel k80/p100/v100"}, "hiding": facts,
-               "summary": summary, "runs": rows, "wall_s": elapsed}
+    payload = {
+        "setup": {**setup, "policy": PACKED, "table": "gavel k80/p100/v100"},
+        "hiding": facts,
+        "summary": summary,
+        "runs": rows,
+        "wall_s": elapsed,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(args.out, json.dumps(payload, indent=1) + "\n")
     print(f"\nwrote {args.out}; {elapsed:.0f} s")

@@ -10,6 +10,7 @@ fresh `rota` process (which adds interpreter start and imports):
 
 Run: .venv/bin/python benchmarks/bench_next_round.py [--jobs 1000] [--calls 20]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,12 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from planner.cli.schedule import write_compact_schedule  # noqa: E402
 from planner.formats.cluster import read_cluster  # noqa: E402
 from planner.formats.jobs import read_jobs  # noqa: E402
-from planner.modes.next_round import next_round  # noqa: E402
-from planner.cli.schedule import write_compact_schedule  # noqa: E402
-from planner.modes.state import read_progress, read_state, write_state  # noqa: E402
 from planner.formats.table import read_table  # noqa: E402
+from planner.modes.next_round import next_round  # noqa: E402
+from planner.modes.state import read_progress, read_state, write_state  # noqa: E402
 
 DATA = ROOT / "data"
 CLUSTER_YAML = """format: rota.cluster/v1
@@ -50,8 +51,10 @@ def make_inputs(folder: Path, n_jobs: int, seed: int = 0) -> tuple[Path, Path]:
     for i in range(n_jobs):
         jt = rng.choice(types)
         bs = "" if jt.batch_size is None else jt.batch_size
-        lines.append(f"job{i:04d},{jt.model},{bs},{jt.scale_factor},{rng.uniform(2e5, 1e6):.0f},"
-                     f"{rng.choice([1, 1, 2])},python train.py --job job{i:04d}")
+        lines.append(
+            f"job{i:04d},{jt.model},{bs},{jt.scale_factor},{rng.uniform(2e5, 1e6):.0f},"
+            f"{rng.choice([1, 1, 2])},python train.py --job job{i:04d}"
+        )
     jobs = folder / "jobs.csv"
     jobs.write_text("\n".join(lines) + "\n")
     cluster = folder / "cluster.yaml"
@@ -78,8 +81,9 @@ def one_call(folder: Path, cluster_path: Path, jobs_path: Path | None = None) ->
     state = read_state(state_path) if state_path.exists() else None
     jobs = read_jobs(jobs_path, table=table, cluster=cluster) if jobs_path else None
     progress = read_progress(progress_path) if progress_path.exists() else None
-    result = next_round(table, cluster, state=state, jobs=jobs, progress=progress,
-                        inputs={"table": table_path, "cluster": cluster_path})
+    result = next_round(
+        table, cluster, state=state, jobs=jobs, progress=progress, inputs={"table": table_path, "cluster": cluster_path}
+    )
     write_compact_schedule(result.schedule, folder / "round.json")
     write_state(result.state, state_path)
     return time.perf_counter() - started, result.schedule, result.timings
@@ -91,9 +95,11 @@ def _cli_command(options: list[str]) -> list[str]:
 
     if any(c.name == "plan-next" for c in app.registered_commands):
         return [sys.executable, "-m", "planner.cli", "plan-next", *options]
-    script = ("import sys, typer; from planner.cli import user_errors; "
-              "from planner.cli.schedule import plan_next_round_command as f; "
-              "app = typer.Typer(); app.command('plan-next')(user_errors(f)); app.command('x')(lambda: None); app()")
+    script = (
+        "import sys, typer; from planner.cli import user_errors; "
+        "from planner.cli.schedule import plan_next_round_command as f; "
+        "app = typer.Typer(); app.command('plan-next')(user_errors(f)); app.command('x')(lambda: None); app()"
+    )
     return [sys.executable, "-c", script, "plan-next", *options]
 
 
@@ -129,8 +135,15 @@ def main() -> None:
                 p["jobs"][0]["finished"] = True
                 kind = "finished"
             else:
-                p["new_jobs"] = [{"job_id": f"new{k}", "model": "ResNet-18", "batch_size": 64,
-                                  "total_steps": 1e6, "command": "python new.py"}]
+                p["new_jobs"] = [
+                    {
+                        "job_id": f"new{k}",
+                        "model": "ResNet-18",
+                        "batch_size": 64,
+                        "total_steps": 1e6,
+                        "command": "python new.py",
+                    }
+                ]
                 kind = "arrived"
             (folder / "progress.json").write_text(json.dumps(p))
             seconds, schedule, _ = one_call(folder, cluster_path)
@@ -139,8 +152,15 @@ def main() -> None:
         cli = []
         for _ in range(args.cli_calls):
             (folder / "progress.json").write_text(json.dumps(faithful_progress(schedule, done)))
-            options = ["--state", str(folder / "state.json"), "--progress", str(folder / "progress.json"),
-                       "--out", str(folder / "round.json"), "--json"]
+            options = [
+                "--state",
+                str(folder / "state.json"),
+                "--progress",
+                str(folder / "progress.json"),
+                "--out",
+                str(folder / "round.json"),
+                "--json",
+            ]
             started = time.perf_counter()
             run = subprocess.run(_cli_command(options), capture_output=True, cwd=ROOT, text=True)
             cli.append(time.perf_counter() - started)
@@ -150,12 +170,16 @@ def main() -> None:
     step = statistics.median(t["step_s"] for t in parts)
     restore = statistics.median(t["restore_s"] for t in parts)
     save = statistics.median(t["save_s"] for t in parts)
-    print(f"next-round planning, {active} active jobs, cluster 64 a100 + 128 v100 + 128 t4, "
-          f"policy max_min_fairness_perf, state file {state_kb:.0f} KiB")
+    print(
+        f"next-round planning, {active} active jobs, cluster 64 a100 + 128 v100 + 128 t4, "
+        f"policy max_min_fairness_perf, state file {state_kb:.0f} KiB"
+    )
     print(f"  first call (job list, first solve)   {first * 1000:7.1f} ms")
     print(f"  steady state (no re-solve)           {summary(steady)}")
-    print(f"     of which restore {restore * 1000:.1f} ms, plan the round {step * 1000:.1f} ms, "
-          f"schedule + state {save * 1000:.1f} ms (files read/written: the rest)")
+    print(
+        f"     of which restore {restore * 1000:.1f} ms, plan the round {step * 1000:.1f} ms, "
+        f"schedule + state {save * 1000:.1f} ms (files read/written: the rest)"
+    )
     print(f"  a job finished early (re-solve)      {summary(events['finished'])}")
     print(f"  a job arrived (re-solve)             {summary(events['arrived'])}")
     print(f"  as a fresh process (plan-next)       {summary(cli)}   (interpreter start and imports included)")

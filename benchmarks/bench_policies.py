@@ -8,6 +8,7 @@ what Pyomo adds. cvxpy + ECOS (Gavel's stack) is timed when installed.
 
 Run: python benchmarks/bench_policies.py [--quick]
 """
+
 from __future__ import annotations
 
 import statistics
@@ -20,19 +21,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from planner.formats.table import read_table  # noqa: E402
 from planner.policies import make_policy  # noqa: E402
 from planner.policies.lp import make_classes  # noqa: E402
 from planner.policies.problem import Problem  # noqa: E402
-from planner.formats.table import read_table  # noqa: E402
 
 GAVEL = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
-TARGETS = {"max_min_fairness_perf": 1.0, "max_min_fairness_packed": 1.0,
-           "max_min_fairness_water_filling_perf": 2.0, "finish_time_fairness_perf": 2.0}
+TARGETS = {
+    "max_min_fairness_perf": 1.0,
+    "max_min_fairness_packed": 1.0,
+    "max_min_fairness_water_filling_perf": 2.0,
+    "finish_time_fairness_perf": 2.0,
+}
 
 
 def load_table():
     if GAVEL.exists():
         from planner.formats.gavel_json import import_gavel
+
         return import_gavel(GAVEL), ["k80", "p100", "v100"], "Gavel simulation_throughputs.json"
     table = read_table(ROOT / "data" / "throughputs.csv")
     return table, ["a100", "t4", "v100"], "rota synthetic demo table (Gavel data not found)"
@@ -43,11 +49,21 @@ def problem_for(table, types, n, seed=0) -> Problem:
     kinds = [jt for jt in table.job_types if jt.scale_factor == 1 and all(table.solo(w, jt) > 0 for w in types)]
     picks = [kinds[k] for k in rng.integers(0, len(kinds), size=n)]
     tput = np.array([[table.solo(w, jt) for w in types] for jt in picks])
-    return Problem(job_ids=[str(i) for i in range(n)], job_types=picks, worker_types=types,
-                   capacity=np.full(3, max(1, n // 4), dtype=float), throughput=tput,
-                   scale=np.ones(n), weight=np.ones(n), remaining=rng.uniform(1e3, 1e5, size=n),
-                   time_since_start=rng.uniform(0, 3600, size=n), cost=np.array([0.135, 0.43, 0.74]),
-                   entity=[None] * n, slo_left_s=np.full(n, np.nan), table=table)
+    return Problem(
+        job_ids=[str(i) for i in range(n)],
+        job_types=picks,
+        worker_types=types,
+        capacity=np.full(3, max(1, n // 4), dtype=float),
+        throughput=tput,
+        scale=np.ones(n),
+        weight=np.ones(n),
+        remaining=rng.uniform(1e3, 1e5, size=n),
+        time_since_start=rng.uniform(0, 3600, size=n),
+        cost=np.array([0.135, 0.43, 0.74]),
+        entity=[None] * n,
+        slo_left_s=np.full(n, np.nan),
+        table=table,
+    )
 
 
 def highspy_las(problem: Problem, aggregate: bool) -> float:
@@ -60,7 +76,7 @@ def highspy_las(problem: Problem, aggregate: bool) -> float:
     classes = make_classes(problem.throughput, problem.scale, problem.weight, aggregate=aggregate)
     rep, mult = classes.representative, classes.multiplicity
     k, m = len(rep), problem.throughput.shape[1]
-    nvar = k * m + 1                      # x[c, j] row-major, then t
+    nvar = k * m + 1  # x[c, j] row-major, then t
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("solver", "ipm")
@@ -74,26 +90,33 @@ def highspy_las(problem: Problem, aggregate: bool) -> float:
     h.addVars(nvar, lower, upper)
     h.changeColsCost(nvar, np.arange(nvar, dtype=np.int32), cost)
     starts, index, value, lo, hi = [], [], [], [], []
-    for j in range(m):                     # capacity
+    for j in range(m):  # capacity
         starts.append(len(index))
         index += [c * m + j for c in range(k)]
         value += list(mult * problem.scale[rep])
         lo.append(-inf)
         hi.append(problem.capacity[j])
-    for c in range(k):                     # time
+    for c in range(k):  # time
         starts.append(len(index))
         index += [c * m + j for j in range(m)]
         value += [1.0] * m
         lo.append(-inf)
         hi.append(1.0)
-    for c, i in enumerate(rep):            # t - a x <= 0
+    for c, i in enumerate(rep):  # t - a x <= 0
         starts.append(len(index))
         index += [c * m + j for j in range(m)] + [nvar - 1]
         value += list(-a[i]) + [1.0]
         lo.append(-inf)
         hi.append(0.0)
-    h.addRows(len(lo), np.array(lo), np.array(hi), len(index), np.array(starts, dtype=np.int32),
-              np.array(index, dtype=np.int32), np.array(value))
+    h.addRows(
+        len(lo),
+        np.array(lo),
+        np.array(hi),
+        len(index),
+        np.array(starts, dtype=np.int32),
+        np.array(index, dtype=np.int32),
+        np.array(value),
+    )
     h.run()
     return time.perf_counter() - started
 
@@ -114,17 +137,22 @@ def main(argv=None) -> None:
     try:
         import cvxpy  # noqa: F401
         import ecos  # noqa: F401
+
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from bench_simulate import cvxpy_las_seconds  # Gavel's LAS-perf program, cvxpy + ECOS
     except ImportError:
         cvxpy_las_seconds = None
         print("cvxpy + ECOS (Gavel's stack) not installed: no cvxpy column in this run")
-    print(f"{'policy':40s} {'n':>7s} {'rota':>8s} {'classes':>7s} {'highspy/job':>11s} "
-          f"{'highspy/class':>13s} {'rota/floor':>10s} {'cvxpy+ECOS':>10s} target")
-    sizes = {"max_min_fairness_perf": [32, 128, 512, 2048, 10_000, 100_000],
-             "max_min_fairness_packed": [32, 128, 512, 2048],
-             "max_min_fairness_water_filling_perf": [32, 128, 512, 2048],
-             "finish_time_fairness_perf": [32, 128, 512, 2048]}
+    print(
+        f"{'policy':40s} {'n':>7s} {'rota':>8s} {'classes':>7s} {'highspy/job':>11s} "
+        f"{'highspy/class':>13s} {'rota/floor':>10s} {'cvxpy+ECOS':>10s} target"
+    )
+    sizes = {
+        "max_min_fairness_perf": [32, 128, 512, 2048, 10_000, 100_000],
+        "max_min_fairness_packed": [32, 128, 512, 2048],
+        "max_min_fairness_water_filling_perf": [32, 128, 512, 2048],
+        "finish_time_fairness_perf": [32, 128, 512, 2048],
+    }
     if quick:
         sizes = {k: [v for v in s if v <= 512] for k, s in sizes.items()}
     make_policy("max_min_fairness_perf").allocate(problem_for(table, types, 8))  # pay Pyomo's first-solve cost
@@ -134,23 +162,27 @@ def main(argv=None) -> None:
             repeats = 1 if n >= 10_000 or name == "finish_time_fairness_perf" and n >= 2048 else 3
             alloc = {}
 
-            def run():
+            def run(name=name, problem=problem, alloc=alloc):
                 alloc["a"] = make_policy(name).allocate(problem)
+
             rota = timed(run, repeats)
             floor_job = floor_class = None
             if name == "max_min_fairness_perf":
-                floor_job = timed(lambda: highspy_las(problem, aggregate=False), repeats) if n <= 10_000 else None
-                floor_class = timed(lambda: highspy_las(problem, aggregate=True), repeats)
+                floor_job = timed(lambda p=problem: highspy_las(p, aggregate=False), repeats) if n <= 10_000 else None
+                floor_class = timed(lambda p=problem: highspy_las(p, aggregate=True), repeats)
             ratio = f"{rota / floor_class:10.1f}" if floor_class else f"{'-':>10s}"
             gavel = None
             if name == "max_min_fairness_perf" and cvxpy_las_seconds and n <= 10_000:
-                gavel = timed(lambda: cvxpy_las_seconds(problem), 1)
+                gavel = timed(lambda p=problem: cvxpy_las_seconds(p), 1)
             gavel_text = f"{gavel:10.3f}" if gavel else f"{'-':>10s}"
             target = TARGETS[name] if n == (100_000 if name == "max_min_fairness_perf" else 2048) else None
             mark = "" if target is None else f"<= {target:.0f} s: {'met' if rota <= target else 'MISSED'}"
-            print(f"{name:40s} {n:7d} {rota:8.3f} {alloc['a'].n_classes or 0:7d} "
-                  f"{(f'{floor_job:.3f}' if floor_job else '-'):>11s} {(f'{floor_class:.3f}' if floor_class else '-'):>13s} "
-                  f"{ratio} {gavel_text} {mark}")
+            print(
+                f"{name:40s} {n:7d} {rota:8.3f} {alloc['a'].n_classes or 0:7d} "
+                f"{(f'{floor_job:.3f}' if floor_job else '-'):>11s} "
+                f"{(f'{floor_class:.3f}' if floor_class else '-'):>13s} "
+                f"{ratio} {gavel_text} {mark}"
+            )
 
 
 if __name__ == "__main__":

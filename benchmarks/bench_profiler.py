@@ -14,6 +14,7 @@ windows (the loop's own bookkeeping).
 Repeatability: the model is measured `--repeats` times, each in a fresh process
 exactly as `rota profile` does; the CV is stdev / mean of steps/s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,8 +68,11 @@ def overhead(step, rounds: int) -> dict:
             bare = bare_loop(step, n)
         step_ratio.append((1.0 / m.steps_per_s) / bare)
         outside_share.append((total - m.elapsed_s) / m.elapsed_s)
-    return {"step_time_ratio": statistics.median(step_ratio),
-            "outside_windows_share": statistics.median(outside_share), "rounds": rounds}
+    return {
+        "step_time_ratio": statistics.median(step_ratio),
+        "outside_windows_share": statistics.median(outside_share),
+        "rounds": rounds,
+    }
 
 
 def repeatability(spec, batch_size, scale: str, config: TimingConfig, repeats: int) -> dict:
@@ -85,8 +89,12 @@ def repeatability(spec, batch_size, scale: str, config: TimingConfig, repeats: i
             raise SystemExit(f"measurement failed: {r.status} {r.message}")
         rates.append(r.steps_per_s)
         median_rates.append(1.0 / r.step_time_median_s)
-    return {"steps_per_s": rates, "mean": statistics.mean(rates), "cv": _cv(rates),
-            "cv_of_inverse_median": _cv(median_rates)}
+    return {
+        "steps_per_s": rates,
+        "mean": statistics.mean(rates),
+        "cv": _cv(rates),
+        "cv_of_inverse_median": _cv(median_rates),
+    }
 
 
 def _cv(values: list[float]) -> float:
@@ -131,15 +139,19 @@ def main() -> None:
     label = results["label"]
     for name, what in (("fake_1ms", "busy-wait step of 1 ms"), ("model", label)):
         r = results[name]
-        print(f"timing overhead, {what}: profiler step time / bare-loop step time = "
-              f"{r['step_time_ratio']:.4f} ({100 * (r['step_time_ratio'] - 1):+.2f} %); "
-              f"time outside windows = {100 * r['outside_windows_share']:.3f} % of timed time "
-              f"(median of {r['rounds']} alternations)")
+        print(
+            f"timing overhead, {what}: profiler step time / bare-loop step time = "
+            f"{r['step_time_ratio']:.4f} ({100 * (r['step_time_ratio'] - 1):+.2f} %); "
+            f"time outside windows = {100 * r['outside_windows_share']:.3f} % of timed time "
+            f"(median of {r['rounds']} alternations)"
+        )
     rep = results["repeat"]
     rates = ", ".join(f"{x:.1f}" for x in rep["steps_per_s"])
-    print(f"repeatability, {label}, {len(rep['steps_per_s'])} fresh-process measurements of "
-          f"{args.budget:g} s: steps/s = {rates}; mean {rep['mean']:.1f}, CV {100 * rep['cv']:.2f} % "
-          f"(CV of 1 / median step time: {100 * rep['cv_of_inverse_median']:.2f} %)")
+    print(
+        f"repeatability, {label}, {len(rep['steps_per_s'])} fresh-process measurements of "
+        f"{args.budget:g} s: steps/s = {rates}; mean {rep['mean']:.1f}, CV {100 * rep['cv']:.2f} % "
+        f"(CV of 1 / median step time: {100 * rep['cv_of_inverse_median']:.2f} %)"
+    )
 
 
 if __name__ == "__main__":

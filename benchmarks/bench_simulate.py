@@ -22,6 +22,7 @@ skipped without them.
 
 --quick, or any point option, runs only the main (or that) point.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,11 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import planner.modes.simulate as simulate  # noqa: E402
 from planner.formats.atomic import write_text_atomic  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
-import planner.modes.simulate as simulate  # noqa: E402
 from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
 
 GAVEL_TABLE = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
 
@@ -60,7 +61,6 @@ class Recorder:
 def cvxpy_las_seconds(problem) -> float:
     """Build and solve Gavel's LAS-perf program with cvxpy + ECOS; return the seconds it took."""
     import cvxpy as cp
-    import numpy as np
 
     started = time.perf_counter()
     tput, scale, cap = problem.throughput, problem.scale, problem.capacity
@@ -97,8 +97,9 @@ def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
         gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
         window = tuple(point["window"]) if point.get("window") else None
         config = SimulationConfig(policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window)
-        result = run_simulation(table, parse_cluster(point["cluster"]),
-                                Workload(generator=gen, num_jobs=point.get("jobs")), config)
+        result = run_simulation(
+            table, parse_cluster(point["cluster"]), Workload(generator=gen, num_jobs=point.get("jobs")), config
+        )
     finally:
         simulate.make_policy = make
     m = result.metrics
@@ -106,8 +107,11 @@ def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
         "point": point,
         "status": result.status,
         "avg_jct_h": m["jct_s"]["mean"] / 3600 if m.get("jct_s") else None,
-        "rounds": m.get("rounds"), "resolves": m.get("resolves"), "jobs_arrived": m.get("jobs_arrived"),
-        "wall_s": m.get("wall_s"), "solver_s": m.get("solver_s"),
+        "rounds": m.get("rounds"),
+        "resolves": m.get("resolves"),
+        "jobs_arrived": m.get("jobs_arrived"),
+        "wall_s": m.get("wall_s"),
+        "solver_s": m.get("solver_s"),
         "mechanism_s": (m["wall_s"] - m["solver_s"]) if m.get("wall_s") else None,
         "jobs_finished": m.get("jobs_finished"),
         "jobs_per_s": m.get("jobs_per_wall_s"),  # finished jobs per wall-clock second
@@ -140,8 +144,10 @@ def gavel_lower_bound(report: dict, problems: list, samples: int) -> None:
     report["gavel_solver_lower_bound_s"] = bound
     report["gavel_cvxpy_s_per_solve"] = per_solve
     report["speedup_lower_bound"] = bound / report["wall_s"]
-    print(f"Gavel (lower bound, its solves alone with cvxpy+ECOS): {len(problems)} x {per_solve * 1000:.1f} ms "
-          f"= {bound:.1f} s  ->  rota is at least {report['speedup_lower_bound']:.1f}x faster")
+    print(
+        f"Gavel (lower bound, its solves alone with cvxpy+ECOS): {len(problems)} x {per_solve * 1000:.1f} ms "
+        f"= {bound:.1f} s  ->  rota is at least {report['speedup_lower_bound']:.1f}x faster"
+    )
 
 
 def main() -> None:
@@ -159,15 +165,18 @@ def main() -> None:
     args = parser.parse_args()
 
     single = any(v is not None for v in (args.cluster, args.jobs, args.window, args.rate))
-    main_point = {"cluster": args.cluster or "8:8:8", "rate_per_hour": args.rate or 0.8,
-                  "policy": args.policy, "seed": args.seed}
+    main_point = {
+        "cluster": args.cluster or "8:8:8",
+        "rate_per_hour": args.rate or 0.8,
+        "policy": args.policy,
+        "seed": args.seed,
+    }
     if args.window:
         start, end = (int(v) for v in args.window.split(":"))
         main_point["window"] = [start, end]
     else:
         main_point["jobs"] = args.jobs or 300
-    others = [] if single or args.quick else [
-        {f: e[f] for f in POINT_FIELDS if f in e} for e in recorded_points()]
+    others = [] if single or args.quick else [{f: e[f] for f in POINT_FIELDS if f in e} for e in recorded_points()]
     others = [p for p in others if {k: p.get(k) for k in POINT_FIELDS} != {k: main_point.get(k) for k in POINT_FIELDS}]
 
     table = import_gavel(args.table)
@@ -175,15 +184,19 @@ def main() -> None:
     for n, point in enumerate([main_point, *others]):
         report, problems = run_point(table, point, [])
         reports.append(report)
-        print(f"rota, {describe(point)}: {report['jobs_finished']} jobs done, {report['rounds']} rounds, "
-              f"{report['resolves']} re-solves in {report['wall_s']:.2f} s  ->  {report['jobs_per_s']:.1f} jobs/s "
-              f"(solver {report['solver_s']:.2f} s, mechanism {report['mechanism_s']:.2f} s)")
+        print(
+            f"rota, {describe(point)}: {report['jobs_finished']} jobs done, {report['rounds']} rounds, "
+            f"{report['resolves']} re-solves in {report['wall_s']:.2f} s  ->  {report['jobs_per_s']:.1f} jobs/s "
+            f"(solver {report['solver_s']:.2f} s, mechanism {report['mechanism_s']:.2f} s)"
+        )
         if n == 0:
             gavel_lower_bound(report, problems, args.gavel_samples)
         if "gavel_recorded_sim_s" in report:
-            print(f"  Gavel's simulator, recorded on this point (not this run): {report['gavel_recorded_sim_s']:.1f} s, "
-                  f"avg JCT {report['gavel_recorded_avg_jct_h']:.3f} h vs rota {report['avg_jct_h']:.3f} h  ->  rota "
-                  f"{report['speedup_vs_recorded_gavel']:.1f}x faster")
+            print(
+                f"  Gavel's simulator, recorded on this point (not this run): {report['gavel_recorded_sim_s']:.1f} s, "
+                f"avg JCT {report['gavel_recorded_avg_jct_h']:.3f} h vs rota {report['avg_jct_h']:.3f} h  ->  rota "
+                f"{report['speedup_vs_recorded_gavel']:.1f}x faster"
+            )
     out = {"points": reports}
     if args.quick and args.out == parser.get_default("out"):
         args.out = str(ROOT / "benchmarks" / "results" / "quick" / "simulate.json")  # keep the full results

@@ -7,6 +7,7 @@ difference. Takes about a minute.
 
     python benchmarks/gavel_reference.py [--out benchmarks/results/gavel_reference.md]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,9 +19,9 @@ sys.path.insert(0, str(ROOT))
 
 from planner.formats.atomic import write_text_atomic  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
-from planner.policies import POLICY_NAMES  # noqa: E402
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
 from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
+from planner.policies import POLICY_NAMES  # noqa: E402
 
 GAVEL_TABLE = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
 
@@ -46,9 +47,14 @@ STATIC = {
 }
 # policy: (avg JCT h, utilisation)
 CONTINUOUS = {
-    "fifo": (13.718, 0.3772), "fifo_perf": (12.081, 0.3460), "max_min_fairness": (16.514, 0.5062),
-    "max_min_fairness_perf": (12.139, 0.3568), "max_min_fairness_packed": (12.217, 0.3528),
-    "finish_time_fairness": (16.457, 0.5048), "allox": (12.448, 0.3583), "gandiva": (12.847, 0.3798),
+    "fifo": (13.718, 0.3772),
+    "fifo_perf": (12.081, 0.3460),
+    "max_min_fairness": (16.514, 0.5062),
+    "max_min_fairness_perf": (12.139, 0.3568),
+    "max_min_fairness_packed": (12.217, 0.3528),
+    "finish_time_fairness": (16.457, 0.5048),
+    "allox": (12.448, 0.3583),
+    "gandiva": (12.847, 0.3798),
     "isolated": (16.525, 0.5062),
 }
 
@@ -64,33 +70,53 @@ def main() -> None:
     args = parser.parse_args()
     table = import_gavel(args.table)
     cluster = parse_cluster("4:4:4")
-    lines = ["Static: 30 single-GPU jobs, v100:4 p100:4 k80:4, --gavel-compat. "
-             "Each cell: Gavel / rota (difference).", "",
-             "| policy | seed | avg JCT h | makespan h | utilisation | lease ext. % |", "|---|---|---|---|---|---|"]
+    lines = [
+        "Static: 30 single-GPU jobs, v100:4 p100:4 k80:4, --gavel-compat. Each cell: Gavel / rota (difference).",
+        "",
+        "| policy | seed | avg JCT h | makespan h | utilisation | lease ext. % |",
+        "|---|---|---|---|---|---|",
+    ]
     for policy, seeds in STATIC.items():
         if policy not in POLICY_NAMES:
             continue
         for seed, ref in enumerate(seeds):
             gen = JobGenerator(table, GeneratorConfig(seed=seed))
-            m = run_simulation(table, cluster, Workload(generator=gen, num_jobs=30),
-                               SimulationConfig(policy=policy, seed=seed, gavel_compat=True)).metrics
-            ours = (m["jct_s"]["mean"] / 3600, m["makespan_s"] / 3600, m["utilisation"]["all"],
-                    100 * (m["lease_extension_rate"] or 0))
-            cells = [f"{t:.3f} / {o:.3f} ({_rel(o, t)})" if i < 3 else f"{t:.1f} / {o:.1f}"
-                     for i, (t, o) in enumerate(zip(ref, ours))]
+            m = run_simulation(
+                table,
+                cluster,
+                Workload(generator=gen, num_jobs=30),
+                SimulationConfig(policy=policy, seed=seed, gavel_compat=True),
+            ).metrics
+            ours = (
+                m["jct_s"]["mean"] / 3600,
+                m["makespan_s"] / 3600,
+                m["utilisation"]["all"],
+                100 * (m["lease_extension_rate"] or 0),
+            )
+            cells = [
+                f"{t:.3f} / {o:.3f} ({_rel(o, t)})" if i < 3 else f"{t:.1f} / {o:.1f}"
+                for i, (t, o) in enumerate(zip(ref, ours))
+            ]
             lines.append(f"| {policy} | {seed} | " + " | ".join(cells) + " |")
             print(lines[-1], flush=True)
-    lines += ["", "Continuous: 0.4 jobs/h, window jobs [20, 60), seed 0, same cluster.", "",
-              "| policy | avg JCT h | utilisation |", "|---|---|---|"]
+    lines += [
+        "",
+        "Continuous: 0.4 jobs/h, window jobs [20, 60), seed 0, same cluster.",
+        "",
+        "| policy | avg JCT h | utilisation |",
+        "|---|---|---|",
+    ]
     for policy, ref in CONTINUOUS.items():
         if policy not in POLICY_NAMES:
             continue
         gen = JobGenerator(table, GeneratorConfig(seed=0, rate_per_hour=0.4))
-        m = run_simulation(table, cluster, Workload(generator=gen),
-                           SimulationConfig(policy=policy, window=(20, 60), gavel_compat=True)).metrics
+        m = run_simulation(
+            table, cluster, Workload(generator=gen), SimulationConfig(policy=policy, window=(20, 60), gavel_compat=True)
+        ).metrics
         ours = (m["jct_s"]["mean"] / 3600, m["utilisation"]["all"])
-        lines.append(f"| {policy} | " + " | ".join(f"{t:.3f} / {o:.3f} ({_rel(o, t)})"
-                                                    for t, o in zip(ref, ours)) + " |")
+        lines.append(
+            f"| {policy} | " + " | ".join(f"{t:.3f} / {o:.3f} ({_rel(o, t)})" for t, o in zip(ref, ours)) + " |"
+        )
         print(lines[-1], flush=True)
     write_text_atomic(args.out, "\n".join(lines) + "\n")
     print(f"wrote {args.out}")

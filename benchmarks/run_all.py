@@ -4,6 +4,7 @@ Each benchmark prints its own table of timings and ratios measured in the
 same run; this driver only sequences them and fails if one fails.
 Pass --quick to forward a smaller configuration to each.
 """
+
 from __future__ import annotations
 
 import subprocess

@@ -10,6 +10,7 @@ table from `rota profile` (or `rota table import-gavel`) for real planning.
 
 Run: python data/make_synthetic_table.py   (deterministic)
 """
+
 from __future__ import annotations
 
 import itertools
@@ -23,12 +24,18 @@ from planner.formats.table import ThroughputTable, write_table  # noqa: E402
 
 # (model, batch size, v100 steps/s, family, distributable)
 MODELS = [
-    ("ResNet-18", 64, 22.0, "conv", True), ("ResNet-18", 128, 12.0, "conv", True),
-    ("ResNet-50", 32, 6.5, "conv", True), ("ResNet-50", 64, 3.4, "conv", True),
-    ("Transformer", 64, 9.0, "attention", True), ("Transformer", 128, 4.8, "attention", True),
-    ("LM", 20, 30.0, "recurrent", True), ("LM", 40, 17.0, "recurrent", True),
-    ("Recommendation", 1024, 60.0, "memory", False), ("Recommendation", 4096, 18.0, "memory", False),
-    ("A3C", None, 8.0, "small", False), ("CycleGAN", None, 2.2, "conv", False),
+    ("ResNet-18", 64, 22.0, "conv", True),
+    ("ResNet-18", 128, 12.0, "conv", True),
+    ("ResNet-50", 32, 6.5, "conv", True),
+    ("ResNet-50", 64, 3.4, "conv", True),
+    ("Transformer", 64, 9.0, "attention", True),
+    ("Transformer", 128, 4.8, "attention", True),
+    ("LM", 20, 30.0, "recurrent", True),
+    ("LM", 40, 17.0, "recurrent", True),
+    ("Recommendation", 1024, 60.0, "memory", False),
+    ("Recommendation", 4096, 18.0, "memory", False),
+    ("A3C", None, 8.0, "small", False),
+    ("CycleGAN", None, 2.2, "conv", False),
 ]
 # Speed relative to v100 per family: the heterogeneity the planner exploits.
 SPEEDUP = {
@@ -48,21 +55,50 @@ def rows() -> list[dict]:
             for s in SCALES if dist else (1,):
                 rate = base * speed[family] * s * 0.9 ** (s.bit_length() - 1)
                 if worker == "t4" and model == "ResNet-50" and batch == 64 and s == 1:
-                    out.append({"worker_type": worker, "model": model, "batch_size": batch or "",
-                                "scale_factor": s, "throughput": "", **common, "status": "oom"})
+                    out.append(
+                        {
+                            "worker_type": worker,
+                            "model": model,
+                            "batch_size": batch or "",
+                            "scale_factor": s,
+                            "throughput": "",
+                            **common,
+                            "status": "oom",
+                        }
+                    )
                     continue
-                out.append({"worker_type": worker, "model": model, "batch_size": batch or "",
-                            "scale_factor": s, "throughput": round(rate, 4),
-                            "samples_per_s": round(rate * (batch or 1), 3), **common})
-        solo = {(r["model"], r["batch_size"]): r for r in out
-                if r["worker_type"] == worker and r["scale_factor"] == 1 and r["status"] == "ok"}
-        for (a, b) in itertools.combinations_with_replacement(sorted(solo, key=str), 2):
+                out.append(
+                    {
+                        "worker_type": worker,
+                        "model": model,
+                        "batch_size": batch or "",
+                        "scale_factor": s,
+                        "throughput": round(rate, 4),
+                        "samples_per_s": round(rate * (batch or 1), 3),
+                        **common,
+                    }
+                )
+        solo = {
+            (r["model"], r["batch_size"]): r
+            for r in out
+            if r["worker_type"] == worker and r["scale_factor"] == 1 and r["status"] == "ok"
+        }
+        for a, b in itertools.combinations_with_replacement(sorted(solo, key=str), 2):
             factors = (rng.uniform(0.45, 0.95), rng.uniform(0.45, 0.95))
             members = [(a, b, factors[0])] if a == b else [(a, b, factors[0]), (b, a, factors[1])]
             for own, partner, factor in members:
-                out.append({"worker_type": worker, "model": own[0], "batch_size": own[1],
-                            "scale_factor": 1, "partner_model": partner[0], "partner_batch_size": partner[1],
-                            "throughput": round(solo[own]["throughput"] * factor, 4), **common})
+                out.append(
+                    {
+                        "worker_type": worker,
+                        "model": own[0],
+                        "batch_size": own[1],
+                        "scale_factor": 1,
+                        "partner_model": partner[0],
+                        "partner_batch_size": partner[1],
+                        "throughput": round(solo[own]["throughput"] * factor, 4),
+                        **common,
+                    }
+                )
     return out
 
 

@@ -1,7 +1,9 @@
 """Pieces every torch workload shares: the standard step and a seeded start."""
+
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -15,9 +17,9 @@ def generator(device: str, seed: int = 0) -> torch.Generator:
     return torch.Generator(device=torch.device(device).type).manual_seed(seed)
 
 
-def standard_step(optimizer: torch.optim.Optimizer,
-                  loss_fn: Callable[[Any, Any], torch.Tensor],
-                  clip_norm: float | None = None) -> Callable[[Any, Any], torch.Tensor]:
+def standard_step(
+    optimizer: torch.optim.Optimizer, loss_fn: Callable[[Any, Any], torch.Tensor], clip_norm: float | None = None
+) -> Callable[[Any, Any], torch.Tensor]:
     """zero_grad → loss → backward → (clip) → step, on whatever model is passed."""
 
     def train_step(model, batch):
@@ -39,9 +41,11 @@ def classification_loss(model, batch) -> torch.Tensor:
 
 def token_batches(n: int, vocab: int, length: int, device: str) -> Callable[[], tuple[torch.Tensor, torch.Tensor]]:
     """make_batch for language models: random tokens and the same stream shifted by one."""
+
     def make_batch():
         stream = torch.randint(0, vocab, (n, length + 1), device=device, generator=generator(device))
         return stream[:, :-1], stream[:, 1:]
+
     return make_batch
 
 

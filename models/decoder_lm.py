@@ -3,6 +3,7 @@
 Pre-norm blocks, causal scaled-dot-product attention, GELU MLP, tied input
 and output embeddings. Batch size counts sequences of `context` tokens.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -24,10 +25,10 @@ class GPTConfig:
 
 
 PRESETS = {
-    "small": GPTConfig(12, 768, 12),     # ~124M parameters
-    "medium": GPTConfig(24, 1024, 16),   # ~350M
-    "large": GPTConfig(36, 1280, 20),    # ~774M
-    "xl": GPTConfig(48, 1600, 25),       # ~1.5B
+    "small": GPTConfig(12, 768, 12),  # ~124M parameters
+    "medium": GPTConfig(24, 1024, 16),  # ~350M
+    "large": GPTConfig(36, 1280, 20),  # ~774M
+    "xl": GPTConfig(48, 1600, 25),  # ~1.5B
 }
 TINY = GPTConfig(layers=2, width=32, heads=2, context=16, vocab=128)
 
@@ -39,8 +40,7 @@ class Block(nn.Module):
         self.norm1, self.norm2 = nn.LayerNorm(cfg.width), nn.LayerNorm(cfg.width)
         self.qkv = nn.Linear(cfg.width, 3 * cfg.width)
         self.out = nn.Linear(cfg.width, cfg.width)
-        self.mlp = nn.Sequential(nn.Linear(cfg.width, 4 * cfg.width), nn.GELU(),
-                                 nn.Linear(4 * cfg.width, cfg.width))
+        self.mlp = nn.Sequential(nn.Linear(cfg.width, 4 * cfg.width), nn.GELU(), nn.Linear(4 * cfg.width, cfg.width))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, c = x.shape

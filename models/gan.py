@@ -3,6 +3,7 @@ PatchGAN discriminators, least-squares GAN + cycle + identity losses.
 
 Batch size 1, as in the paper (Gavel names CycleGAN without a batch size).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,9 +36,13 @@ def _conv_block(c_in: int, c_out: int, kernel: int, stride: int, padding: int) -
 class ResidualBlock(nn.Module):
     def __init__(self, channels: int):
         super().__init__()
-        self.body = nn.Sequential(nn.ReflectionPad2d(1), *_conv_block(channels, channels, 3, 1, 0),
-                                  nn.ReflectionPad2d(1), nn.Conv2d(channels, channels, 3),
-                                  nn.InstanceNorm2d(channels))
+        self.body = nn.Sequential(
+            nn.ReflectionPad2d(1),
+            *_conv_block(channels, channels, 3, 1, 0),
+            nn.ReflectionPad2d(1),
+            nn.Conv2d(channels, channels, 3),
+            nn.InstanceNorm2d(channels),
+        )
 
     def forward(self, x):
         return x + self.body(x)
@@ -45,12 +50,15 @@ class ResidualBlock(nn.Module):
 
 def generator_net(shape: GanShape) -> nn.Module:
     f = shape.gen_filters
-    layers: list[nn.Module] = [nn.ReflectionPad2d(3), *_conv_block(3, f, 7, 1, 0),
-                               *_conv_block(f, 2 * f, 3, 2, 1), *_conv_block(2 * f, 4 * f, 3, 2, 1)]
+    layers: list[nn.Module] = [
+        nn.ReflectionPad2d(3),
+        *_conv_block(3, f, 7, 1, 0),
+        *_conv_block(f, 2 * f, 3, 2, 1),
+        *_conv_block(2 * f, 4 * f, 3, 2, 1),
+    ]
     layers += [ResidualBlock(4 * f) for _ in range(shape.res_blocks)]
     for c_in, c_out in ((4 * f, 2 * f), (2 * f, f)):
-        layers += [nn.ConvTranspose2d(c_in, c_out, 3, 2, 1, output_padding=1),
-                   nn.InstanceNorm2d(c_out), nn.ReLU(True)]
+        layers += [nn.ConvTranspose2d(c_in, c_out, 3, 2, 1, output_padding=1), nn.InstanceNorm2d(c_out), nn.ReLU(True)]
     layers += [nn.ReflectionPad2d(3), nn.Conv2d(f, 3, 7), nn.Tanh()]
     return nn.Sequential(*layers)
 
@@ -60,7 +68,7 @@ def discriminator_net(shape: GanShape) -> nn.Module:
     layers: list[nn.Module] = [nn.Conv2d(3, f, 4, 2, 1), nn.LeakyReLU(0.2, True)]
     width = f
     for i in range(1, shape.disc_layers + 1):
-        nxt = f * min(2 ** i, 8)
+        nxt = f * min(2**i, 8)
         stride = 2 if i < shape.disc_layers else 1
         layers += [nn.Conv2d(width, nxt, 4, stride, 1), nn.InstanceNorm2d(nxt), nn.LeakyReLU(0.2, True)]
         width = nxt
@@ -75,8 +83,14 @@ def _lsgan(scores: torch.Tensor, real: bool) -> torch.Tensor:
 def build_cyclegan(ctx: BuildContext) -> Built:
     seed_everything()
     shape = TINY if ctx.tiny else FULL
-    nets = nn.ModuleDict({"g_ab": generator_net(shape), "g_ba": generator_net(shape),
-                          "d_a": discriminator_net(shape), "d_b": discriminator_net(shape)})
+    nets = nn.ModuleDict(
+        {
+            "g_ab": generator_net(shape),
+            "g_ba": generator_net(shape),
+            "d_a": discriminator_net(shape),
+            "d_b": discriminator_net(shape),
+        }
+    )
     nets = nets.to(ctx.device).train()
     gen_params = [*nets["g_ab"].parameters(), *nets["g_ba"].parameters()]
     disc_params = [*nets["d_a"].parameters(), *nets["d_b"].parameters()]
@@ -85,8 +99,10 @@ def build_cyclegan(ctx: BuildContext) -> Built:
     l1 = nn.functional.l1_loss
 
     def make_batch():
-        return (random_images(1, 3, shape.image, ctx.device, seed=0).tanh(),
-                random_images(1, 3, shape.image, ctx.device, seed=1).tanh())
+        return (
+            random_images(1, 3, shape.image, ctx.device, seed=0).tanh(),
+            random_images(1, 3, shape.image, ctx.device, seed=1).tanh(),
+        )
 
     def train_step(model, batch):
         real_a, real_b = batch
@@ -94,15 +110,22 @@ def build_cyclegan(ctx: BuildContext) -> Built:
         # Generators: fool both discriminators, reconstruct both ways, keep identity.
         opt_g.zero_grad(set_to_none=True)
         fake_b, fake_a = g_ab(real_a), g_ba(real_b)
-        loss_g = (_lsgan(d_b(fake_b), True) + _lsgan(d_a(fake_a), True)
-                  + CYCLE_WEIGHT * (l1(g_ba(fake_b), real_a) + l1(g_ab(fake_a), real_b))
-                  + IDENTITY_WEIGHT * (l1(g_ab(real_b), real_b) + l1(g_ba(real_a), real_a)))
+        loss_g = (
+            _lsgan(d_b(fake_b), True)
+            + _lsgan(d_a(fake_a), True)
+            + CYCLE_WEIGHT * (l1(g_ba(fake_b), real_a) + l1(g_ab(fake_a), real_b))
+            + IDENTITY_WEIGHT * (l1(g_ab(real_b), real_b) + l1(g_ba(real_a), real_a))
+        )
         loss_g.backward()
         opt_g.step()
         # Discriminators: real vs (detached) fake.
         opt_d.zero_grad(set_to_none=True)
-        loss_d = 0.5 * (_lsgan(d_a(real_a), True) + _lsgan(d_a(fake_a.detach()), False)
-                        + _lsgan(d_b(real_b), True) + _lsgan(d_b(fake_b.detach()), False))
+        loss_d = 0.5 * (
+            _lsgan(d_a(real_a), True)
+            + _lsgan(d_a(fake_a.detach()), False)
+            + _lsgan(d_b(real_b), True)
+            + _lsgan(d_b(fake_b.detach()), False)
+        )
         loss_d.backward()
         opt_d.step()
         return loss_g + loss_d

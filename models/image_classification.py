@@ -5,6 +5,7 @@ Tiny scale keeps the architectures but cuts depth to one block per stage,
 narrows the ResNet-50 bottlenecks and shrinks the images, so a step takes
 milliseconds on a small CPU.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,8 +17,13 @@ from models.common import classification_loss, random_images, random_labels, see
 from models.spec import BuildContext, Built
 
 
-def _classifier(ctx: BuildContext, model: torch.nn.Module, image_size: int, classes: int,
-                optimizer: torch.optim.Optimizer | None = None) -> Built:
+def _classifier(
+    ctx: BuildContext,
+    model: torch.nn.Module,
+    image_size: int,
+    classes: int,
+    optimizer: torch.optim.Optimizer | None = None,
+) -> Built:
     model = model.to(ctx.device).train()
     if optimizer is None:
         # Gavel's image models train with SGD + momentum.
@@ -49,8 +55,9 @@ def build_resnet50(ctx: BuildContext) -> Built:
 def build_vit(ctx: BuildContext) -> Built:
     seed_everything()
     if ctx.tiny:
-        model = VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
-                                  hidden_dim=32, mlp_dim=64, num_classes=10)
+        model = VisionTransformer(
+            image_size=32, patch_size=8, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10
+        )
         size, classes = 32, 10
     else:
         model, size, classes = vit_b_16(weights=None), 224, 1000

@@ -3,6 +3,7 @@ word_language_model example): 2-layer LSTM, truncated BPTT of 35 tokens.
 
 Batch size is the number of parallel token streams, as in that example.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 each sample is one user's rating vector over all movies, mostly zeros; the
 autoencoder reconstructs it and the loss counts only observed ratings.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 84x84 grey frames, 6 actions). One step is one n-step rollout update of one
 actor; the frames and rewards are synthetic, so no emulator is needed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

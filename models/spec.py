@@ -5,11 +5,13 @@ builder function by "module:function", so the registry can be listed (plans,
 dry runs) without importing torch. A builder turns a `BuildContext` into a
 `Built`: model, optimizer(s), a batch maker and one training step.
 """
+
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 SCALES = ("full", "tiny")
 
@@ -18,10 +20,10 @@ SCALES = ("full", "tiny")
 class WorkloadSpec:
     """One model family: its table name, batch sizes and data-parallel support."""
 
-    model: str                      # the table's `model`, e.g. "ResNet-18"
-    family: str                     # module under models/, e.g. "image_classification"
-    builder: str                    # "models.image_classification:build_resnet18"
-    batch_sizes: tuple[int, ...]    # empty: Gavel names it without a batch size
+    model: str  # the table's `model`, e.g. "ResNet-18"
+    family: str  # module under models/, e.g. "image_classification"
+    builder: str  # "models.image_classification:build_resnet18"
+    batch_sizes: tuple[int, ...]  # empty: Gavel names it without a batch size
     scale_factors: tuple[int, ...] = (1,)
     description: str = ""
     options: Mapping[str, Any] = field(default_factory=dict, hash=False)  # builder kwargs
@@ -39,9 +41,9 @@ class WorkloadSpec:
 class BuildContext:
     """Where and how big: the builder's only input."""
 
-    batch_size: int | None = None   # None for A3C / CycleGAN (fixed by the workload)
-    device: str = "cpu"             # "cpu" or "cuda:<index>"
-    scale: str = "full"             # "tiny" shrinks inputs and widths for CPU tests
+    batch_size: int | None = None  # None for A3C / CycleGAN (fixed by the workload)
+    device: str = "cpu"  # "cpu" or "cuda:<index>"
+    scale: str = "full"  # "tiny" shrinks inputs and widths for CPU tests
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

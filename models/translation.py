@@ -3,6 +3,7 @@
 
 Batch size counts sentence pairs; each is padded to a fixed length.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,27 +37,38 @@ class Seq2SeqTransformer(nn.Module):
         self.src_embed = nn.Embedding(shape.src_vocab, shape.d_model)
         self.tgt_embed = nn.Embedding(shape.tgt_vocab, shape.d_model)
         self.position = nn.Embedding(shape.length, shape.d_model)
-        self.core = nn.Transformer(d_model=shape.d_model, nhead=shape.heads,
-                                   num_encoder_layers=shape.layers, num_decoder_layers=shape.layers,
-                                   dim_feedforward=shape.ffn, dropout=0.1, batch_first=True)
+        self.core = nn.Transformer(
+            d_model=shape.d_model,
+            nhead=shape.heads,
+            num_encoder_layers=shape.layers,
+            num_decoder_layers=shape.layers,
+            dim_feedforward=shape.ffn,
+            dropout=0.1,
+            batch_first=True,
+        )
         self.project = nn.Linear(shape.d_model, shape.tgt_vocab)
-        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(shape.length - 1),
-                             persistent=False)
+        self.register_buffer(
+            "causal", nn.Transformer.generate_square_subsequent_mask(shape.length - 1), persistent=False
+        )
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         src_pos = torch.arange(src.shape[1], device=src.device)
         tgt_pos = torch.arange(tgt_in.shape[1], device=src.device)
-        hidden = self.core(self.src_embed(src) + self.position(src_pos),
-                           self.tgt_embed(tgt_in) + self.position(tgt_pos),
-                           tgt_mask=self.causal, tgt_is_causal=True)
+        hidden = self.core(
+            self.src_embed(src) + self.position(src_pos),
+            self.tgt_embed(tgt_in) + self.position(tgt_pos),
+            tgt_mask=self.causal,
+            tgt_is_causal=True,
+        )
         return self.project(hidden)
 
 
 def _loss(model, batch) -> torch.Tensor:
     src, tgt = batch
     logits = model(src, tgt[:, :-1])  # teacher forcing: predict the next token
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1),
-                                       label_smoothing=0.1)
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tgt[:, 1:].reshape(-1), label_smoothing=0.1
+    )
 
 
 def build_transformer(ctx: BuildContext) -> Built:

@@ -1,12 +1,12 @@
 """User-facing errors: one line, naming the file, row and field at fault."""
+
 from __future__ import annotations
 
 
 class InputError(ValueError):
     """Bad user input (file, row, field). The CLI prints it without a traceback."""
 
-    def __init__(self, message: str, *, path: object = None, row: int | None = None,
-                 field: str | None = None):
+    def __init__(self, message: str, *, path: object = None, row: int | None = None, field: str | None = None):
         parts = []
         if path is not None:
             parts.append(str(path))

@@ -3,6 +3,7 @@
 Registered by the main app as `app.command("profile")(profile_command)`.
 Imports no torch; the measuring processes do.
 """
+
 from __future__ import annotations
 
 import json
@@ -36,54 +37,73 @@ def _pick_devices(requested: Optional[str], cpu_cores: int) -> list[devices_mod.
     by_name = {d.worker_type: d for d in found}
     unknown = [n for n in names if n not in by_name]
     if unknown:
-        raise InputError(f"no device of type {', '.join(unknown)} on this host "
-                         f"(found: {', '.join(by_name)})", field="--device-types")
+        raise InputError(
+            f"no device of type {', '.join(unknown)} on this host (found: {', '.join(by_name)})", field="--device-types"
+        )
     return [by_name[n] for n in dict.fromkeys(names)]
 
 
 def _timing(budget: float, warmup_steps: int, window: float, target_spread: float) -> TimingConfig:
     try:
-        return TimingConfig(warmup_steps=warmup_steps, window_s=window, target_spread=target_spread,
-                            budget_s=budget)
+        return TimingConfig(warmup_steps=warmup_steps, window_s=window, target_spread=target_spread, budget_s=budget)
     except ValueError as exc:
         raise InputError(str(exc), field="--budget/--warmup-steps/--window") from None
 
 
 def profile_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Throughput table to append to (.csv or .parquet).")]
-        = Path("throughputs.csv"),
-    device_types: Annotated[Optional[str], typer.Option(
-        help="Comma-separated worker types to profile, e.g. 'h200,cpu' (default: every device found).")] = None,
-    models: Annotated[Optional[str], typer.Option(
-        help="Comma-separated model names, e.g. 'ResNet-18,LM' (default: all reference models).")] = None,
-    batch_sizes: Annotated[Optional[str], typer.Option(
-        help="Comma-separated batch sizes to keep, e.g. '16,32' (A3C and CycleGAN have none and stay).")] = None,
-    pairs: Annotated[str, typer.Option(
-        help="Co-located pairs at scale factor 1: 'all', 'none', a list like 'ResNet-18@16+LM@5,A3C+CycleGAN', "
-             "'reference:K' (every job type against K reference types) or 'budget:SECONDS' (as many references "
-             "as fit); the last two then estimate the other pairs into <out>-estimated.")]
-        = "all",
-    scale_factors: Annotated[str, typer.Option(
-        help="Data-parallel scale factors to measure, capped by the devices of each type.")] = "1,2,4,8",
-    scale: Annotated[str, typer.Option(help="'full' (real shapes) or 'tiny' (shrunk, for CPUs and tests).")]
-        = "full",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Throughput table to append to (.csv or .parquet).")] = Path(
+        "throughputs.csv"
+    ),
+    device_types: Annotated[
+        Optional[str],
+        typer.Option(help="Comma-separated worker types to profile, e.g. 'h200,cpu' (default: every device found)."),
+    ] = None,
+    models: Annotated[
+        Optional[str],
+        typer.Option(help="Comma-separated model names, e.g. 'ResNet-18,LM' (default: all reference models)."),
+    ] = None,
+    batch_sizes: Annotated[
+        Optional[str],
+        typer.Option(help="Comma-separated batch sizes to keep, e.g. '16,32' (A3C and CycleGAN have none and stay)."),
+    ] = None,
+    pairs: Annotated[
+        str,
+        typer.Option(
+            help="Co-located pairs at scale factor 1: 'all', 'none', a list like 'ResNet-18@16+LM@5,A3C+CycleGAN', "
+            "'reference:K' (every job type against K reference types) or 'budget:SECONDS' (as many references "
+            "as fit); the last two then estimate the other pairs into <out>-estimated."
+        ),
+    ] = "all",
+    scale_factors: Annotated[
+        str, typer.Option(help="Data-parallel scale factors to measure, capped by the devices of each type.")
+    ] = "1,2,4,8",
+    scale: Annotated[str, typer.Option(help="'full' (real shapes) or 'tiny' (shrunk, for CPUs and tests).")] = "full",
     budget: Annotated[float, typer.Option(help="Timed seconds per measurement (warm-up excluded).")] = 10.0,
     warmup_steps: Annotated[int, typer.Option(help="Untimed steps before timing starts (>= 1).")] = 3,
     window: Annotated[float, typer.Option(help="Target seconds per timed window of steps.")] = 0.25,
-    target_spread: Annotated[float, typer.Option(
-        help="Stop a measurement early once IQR/median of window step times is at most this.")] = 0.02,
-    timeout: Annotated[Optional[float], typer.Option(
-        help="Hard limit in seconds for one measurement, start-up included (default: 300 + 3 x budget).")] = None,
-    cpu_cores: Annotated[int, typer.Option(
-        help="Cores per CPU worker: a job gets that many cores (one thread each), a pair shares them, "
-             "a data-parallel job of scale factor k gets k such workers.")] = 1,
-    gpt_size: Annotated[str, typer.Option(
-        help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")] = "small",
+    target_spread: Annotated[
+        float, typer.Option(help="Stop a measurement early once IQR/median of window step times is at most this.")
+    ] = 0.02,
+    timeout: Annotated[
+        Optional[float],
+        typer.Option(help="Hard limit in seconds for one measurement, start-up included (default: 300 + 3 x budget)."),
+    ] = None,
+    cpu_cores: Annotated[
+        int,
+        typer.Option(
+            help="Cores per CPU worker: a job gets that many cores (one thread each), a pair shares them, "
+            "a data-parallel job of scale factor k gets k such workers."
+        ),
+    ] = 1,
+    gpt_size: Annotated[
+        str, typer.Option(help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")
+    ] = "small",
     resume: Annotated[bool, typer.Option(help="Skip measurements whose rows are already in --out.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and a time estimate; measure nothing.")] = False,
     list_devices: Annotated[bool, typer.Option(help="Show the devices found on this host and exit.")] = False,
-    json_output: Annotated[bool, typer.Option("--json", help="Machine-readable output for --list-devices and --dry-run.")]
-        = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Machine-readable output for --list-devices and --dry-run.")
+    ] = False,
 ) -> None:
     """Measure solo, co-located and data-parallel training throughput into the throughput table.
 
@@ -134,11 +154,14 @@ def _profile(a: ProfileArgs) -> None:
     if a.out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError("the table must be .csv or .parquet", path=a.out, field="--out")
     timing = _timing(a.budget, a.warmup_steps, a.window, a.target_spread)
-    selection = Selection(models=tuple(split_list(a.models)) or None,
-                          batch_sizes=parse_ints(a.batch_sizes, "--batch-sizes"),
-                          pairs=parse_pairs(a.pairs),
-                          scale_factors=parse_ints(a.scale_factors, "--scale-factors") or (1,),
-                          gpt_size=a.gpt_size, budget_s=a.budget)
+    selection = Selection(
+        models=tuple(split_list(a.models)) or None,
+        batch_sizes=parse_ints(a.batch_sizes, "--batch-sizes"),
+        pairs=parse_pairs(a.pairs),
+        scale_factors=parse_ints(a.scale_factors, "--scale-factors") or (1,),
+        gpt_size=a.gpt_size,
+        budget_s=a.budget,
+    )
     tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores), selection)
     if not tasks:
         raise InputError("nothing to measure with this selection", field="--models")
@@ -172,9 +195,22 @@ def _estimate_rest(console: Console, measured: Path) -> Path:
 
 def _show_devices(console: Console, found, as_json: bool) -> None:
     if as_json:
-        typer.echo(json.dumps([{"worker_type": d.worker_type, "backend": d.backend, "indices": list(d.indices),
-                                "max_scale_factor": d.max_processes, "memory_bytes": d.memory_bytes,
-                                "device_name": d.device_name} for d in found], indent=2))
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "worker_type": d.worker_type,
+                        "backend": d.backend,
+                        "indices": list(d.indices),
+                        "max_scale_factor": d.max_processes,
+                        "memory_bytes": d.memory_bytes,
+                        "device_name": d.device_name,
+                    }
+                    for d in found
+                ],
+                indent=2,
+            )
+        )
         return
     console.print(device_table(found))
     if not devices_mod.torch_available():
@@ -186,24 +222,41 @@ def _show_plan(console: Console, tasks, skipped: set[int], budget: float, as_jso
         print_plan(console, tasks, skipped, budget)
         return
     todo = [t for i, t in enumerate(tasks) if i not in skipped]
-    typer.echo(json.dumps({"measurements": [{"mode": t.mode, "worker_type": t.device.worker_type,
-                                             "jobs": [j.label for j in t.jobs], "scale_factor": t.scale_factor,
-                                             "skip": i in skipped} for i, t in enumerate(tasks)],
-                           "estimate_s": sum(t.estimate_s(budget) for t in todo)}, indent=2))
+    typer.echo(
+        json.dumps(
+            {
+                "measurements": [
+                    {
+                        "mode": t.mode,
+                        "worker_type": t.device.worker_type,
+                        "jobs": [j.label for j in t.jobs],
+                        "scale_factor": t.scale_factor,
+                        "skip": i in skipped,
+                    }
+                    for i, t in enumerate(tasks)
+                ],
+                "estimate_s": sum(t.estimate_s(budget) for t in todo),
+            },
+            indent=2,
+        )
+    )
 
 
 def _run(console: Console, tasks, options: RunOptions) -> None:
     counts: Counter = Counter()
     try:
         with ProfileProgress(console, len(tasks)) as progress:
+
             def done(outcome):
                 counts[outcome.status] += 1
                 progress.finished(outcome)
 
             run_plan(tasks, options, on_start=progress.started, on_done=done)
     except KeyboardInterrupt:
-        console.print(f"interrupted: {options.out} keeps every finished measurement; "
-                      f"rerun the same command with --resume to continue")
+        console.print(
+            f"interrupted: {options.out} keeps every finished measurement; "
+            f"rerun the same command with --resume to continue"
+        )
         raise typer.Exit(130) from None
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     console.print(f"done: {len(tasks)} measurements ({summary}) → {options.out}")

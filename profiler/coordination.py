@@ -9,6 +9,7 @@ the load on) until its partner converges too, or the budget runs out.
 Data-parallel: rank 0 decides window size and when to stop and broadcasts it,
 so every rank runs the same number of collective steps.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,9 +53,11 @@ class PairCoordinator:
                 self.state[1 + me] = 1.0
             both_converged = self.state[1 + me] > 0 and self.state[1 + other] > 0
             partner_has_data = self.state[3 + other] >= 1
-            stop = (both_converged
-                    or (s.out_of_time and partner_has_data)
-                    or s.elapsed_s >= HARD_STOP_FACTOR * self.budget_s)
+            stop = (
+                both_converged
+                or (s.out_of_time and partner_has_data)
+                or s.elapsed_s >= HARD_STOP_FACTOR * self.budget_s
+            )
             if stop:
                 self.state[0] = s.ended_at
         return Verdict(keep=True, stop=stop, reason="converged" if both_converged else None)

@@ -4,6 +4,7 @@ normalised model name, plus the host CPU as worker type "cpu".
 CUDA is queried in a short child interpreter so the profiler's parent process
 never creates a CUDA context (its memory would count against the device).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -37,13 +38,13 @@ class DeviceType:
     shares them, a data-parallel job of scale factor k gets k disjoint workers.
     """
 
-    worker_type: str              # "h200", "cpu"
-    backend: str                  # "cuda" | "cpu"
-    indices: tuple[int, ...]      # CUDA ordinals; CPU worker numbers
-    device_name: str              # full model name(s), kept in provenance
+    worker_type: str  # "h200", "cpu"
+    backend: str  # "cuda" | "cpu"
+    indices: tuple[int, ...]  # CUDA ordinals; CPU worker numbers
+    device_name: str  # full model name(s), kept in provenance
     memory_bytes: int | None = None
-    core_ids: tuple[int, ...] = ()   # CPU only: the cores this process may use
-    cores_per_worker: int = 1        # CPU only
+    core_ids: tuple[int, ...] = ()  # CPU only: the cores this process may use
+    cores_per_worker: int = 1  # CPU only
 
     @property
     def count(self) -> int:
@@ -66,7 +67,7 @@ class DeviceType:
         if self.backend != "cpu":
             return ()
         worker = self.indices[rank]
-        return self.core_ids[worker * self.cores_per_worker:(worker + 1) * self.cores_per_worker]
+        return self.core_ids[worker * self.cores_per_worker : (worker + 1) * self.cores_per_worker]
 
 
 def cpu_model_name() -> str:
@@ -92,8 +93,7 @@ def cpu_device(cores_per_worker: int = 1) -> DeviceType:
         raise ValueError(f"cores per CPU worker must be between 1 and {len(cores)}, got {cores_per_worker}")
     workers = len(cores) // cores_per_worker
     name = f"{cpu_model_name()} ({cores_per_worker} of {len(cores)} cores per worker)"
-    return DeviceType("cpu", "cpu", tuple(range(workers)), name, core_ids=cores,
-                      cores_per_worker=cores_per_worker)
+    return DeviceType("cpu", "cpu", tuple(range(workers)), name, core_ids=cores, cores_per_worker=cores_per_worker)
 
 
 _CUDA_QUERY = """
@@ -112,8 +112,9 @@ def query_cuda(timeout_s: float = 120.0) -> list[dict]:
     if importlib.util.find_spec("torch") is None:
         return []
     try:
-        done = subprocess.run([sys.executable, "-c", _CUDA_QUERY], capture_output=True, text=True,
-                              timeout=timeout_s, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", _CUDA_QUERY], capture_output=True, text=True, timeout=timeout_s, check=True
+        )
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, ValueError, IndexError):
         return []
@@ -123,10 +124,16 @@ def group_cuda(devices: list[dict]) -> list[DeviceType]:
     groups: dict[str, list[dict]] = {}
     for d in devices:
         groups.setdefault(normalise_name(d["name"]), []).append(d)
-    return [DeviceType(worker_type, "cuda", tuple(d["index"] for d in members),
-                       "; ".join(sorted({d["name"] for d in members})),
-                       memory_bytes=min(d["memory"] for d in members))
-            for worker_type, members in sorted(groups.items())]
+    return [
+        DeviceType(
+            worker_type,
+            "cuda",
+            tuple(d["index"] for d in members),
+            "; ".join(sorted({d["name"] for d in members})),
+            memory_bytes=min(d["memory"] for d in members),
+        )
+        for worker_type, members in sorted(groups.items())
+    ]
 
 
 def discover(include_cuda: bool = True, cores_per_worker: int = 1) -> list[DeviceType]:

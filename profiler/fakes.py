@@ -4,6 +4,7 @@ They follow the builder contract of models/ (`BuildContext` → `Built`) but nee
 no torch: `busy` spins for a known step time, `oom` runs out of memory, `crash`
 dies. Options come through `BuildContext.options`.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,13 @@ def spin(seconds: float) -> None:
 
 def build_busy(ctx: BuildContext) -> Built:
     step_s = float(ctx.options.get("step_s", 0.005))
-    return Built(model=None, optimizer=None, make_batch=lambda: None,
-                 train_step=lambda model, batch: spin(step_s), samples_per_step=ctx.batch_size or 1)
+    return Built(
+        model=None,
+        optimizer=None,
+        make_batch=lambda: None,
+        train_step=lambda model, batch: spin(step_s),
+        samples_per_step=ctx.batch_size or 1,
+    )
 
 
 def _out_of_memory(flavour: str) -> BaseException:

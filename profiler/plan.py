@@ -5,12 +5,13 @@ type alone at every allowed scale factor, and, at scale factor 1 only, every
 unordered pair including a job type with itself. Distributed + co-located
 runs are not profiled (Gavel never packs distributed jobs).
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
-from typing import Iterable, Sequence
 
 import models
 from models.spec import WorkloadSpec
@@ -73,8 +74,10 @@ class Task:
             (job,) = self.jobs
             return [(wt, job.model, job.batch_size, k, None, None)]
         a, b = self.jobs
-        keys = [(wt, a.model, a.batch_size, k, b.model, b.batch_size),
-                (wt, b.model, b.batch_size, k, a.model, a.batch_size)]
+        keys = [
+            (wt, a.model, a.batch_size, k, b.model, b.batch_size),
+            (wt, b.model, b.batch_size, k, a.model, a.batch_size),
+        ]
         return keys[:1] if keys[0] == keys[1] else keys  # a job type with itself is one row
 
     @property
@@ -96,15 +99,15 @@ class PairSample:
     in that many seconds (by the plan's own time estimate).
     """
 
-    kind: str      # "reference" | "budget"
+    kind: str  # "reference" | "budget"
     value: float
 
 
 @dataclass(frozen=True)
 class Selection:
-    models: tuple[str, ...] | None = None          # None: every registered model
-    batch_sizes: tuple[int, ...] | None = None     # None: every batch size
-    pairs: str | tuple[tuple[str, str], ...] | PairSample = "all"   # "all" | "none" | labels | sample
+    models: tuple[str, ...] | None = None  # None: every registered model
+    batch_sizes: tuple[int, ...] | None = None  # None: every batch size
+    pairs: str | tuple[tuple[str, str], ...] | PairSample = "all"  # "all" | "none" | labels | sample
     scale_factors: tuple[int, ...] = DEFAULT_SCALE_FACTORS
     gpt_size: str = "small"
     budget_s: float = 10.0  # timed seconds per measurement: prices pairs for --pairs budget:S
@@ -115,6 +118,7 @@ class Selection:
 
 
 # --------------------------------------------------------------------------- parsing options
+
 
 def split_list(text: str | None) -> list[str]:
     return [] if text is None else [part.strip() for part in text.split(",") if part.strip()]
@@ -155,8 +159,9 @@ def parse_pairs(text: str) -> str | tuple[tuple[str, str], ...] | PairSample:
         try:
             number = int(amount) if kind == "reference" else float(amount)
         except ValueError:
-            raise InputError(f"expected {kind}:{'K' if kind == 'reference' else 'SECONDS'}, got {value!r}",
-                             field="--pairs") from None
+            raise InputError(
+                f"expected {kind}:{'K' if kind == 'reference' else 'SECONDS'}, got {value!r}", field="--pairs"
+            ) from None
         if number <= 0:
             raise InputError(f"{kind} must be positive, got {value!r}", field="--pairs")
         return PairSample(kind, float(number))
@@ -164,8 +169,7 @@ def parse_pairs(text: str) -> str | tuple[tuple[str, str], ...] | PairSample:
     for part in split_list(value):
         members = [m for m in part.split("+")]
         if len(members) != 2 or not all(m.strip() for m in members):
-            raise InputError(f"expected 'all', 'none' or pairs like 'ResNet-18@16+LM@5', got {part!r}",
-                             field="--pairs")
+            raise InputError(f"expected 'all', 'none' or pairs like 'ResNet-18@16+LM@5', got {part!r}", field="--pairs")
         pairs.append((members[0].strip(), members[1].strip()))
     if not pairs:
         raise InputError("is empty (use 'all', 'none' or a list of pairs)", field="--pairs")
@@ -173,6 +177,7 @@ def parse_pairs(text: str) -> str | tuple[tuple[str, str], ...] | PairSample:
 
 
 # --------------------------------------------------------------------------- building the plan
+
 
 def _spec(name: str, registry: Sequence[WorkloadSpec], option: str) -> WorkloadSpec:
     for spec in registry:
@@ -193,11 +198,14 @@ def _job(text: str, registry: Sequence[WorkloadSpec]) -> JobRef:
 
 def selected_jobs(selection: Selection) -> list[JobRef]:
     registry = selection.workloads()
-    specs = ([_spec(m, registry, "--models") for m in selection.models] if selection.models
-             else list(registry))
+    specs = [_spec(m, registry, "--models") for m in selection.models] if selection.models else list(registry)
     wanted = selection.batch_sizes
-    jobs = [JobRef(spec, bs) for spec in dict.fromkeys(specs) for bs in spec.batch_choices
-            if bs is None or wanted is None or bs in wanted]
+    jobs = [
+        JobRef(spec, bs)
+        for spec in dict.fromkeys(specs)
+        for bs in spec.batch_choices
+        if bs is None or wanted is None or bs in wanted
+    ]
     if wanted is not None and not any(j.batch_size in wanted for j in jobs):
         raise InputError(f"no selected model has any of the batch sizes {list(wanted)}", field="--batch-sizes")
     return jobs
@@ -213,8 +221,12 @@ def reference_jobs(jobs: Sequence[JobRef], k: int) -> list[JobRef]:
         ordered = sorted(members, key=lambda j: j.batch_size or 0)
         middle = len(ordered) // 2
         # middle first, then alternately one step further out on each side
-        spread = [ordered[middle]] + [ordered[i] for step in range(1, len(ordered))
-                                      for i in (middle - step, middle + step) if 0 <= i < len(ordered)]
+        spread = [ordered[middle]] + [
+            ordered[i]
+            for step in range(1, len(ordered))
+            for i in (middle - step, middle + step)
+            if 0 <= i < len(ordered)
+        ]
         queues.append(spread)
     picked: list[JobRef] = []
     while len(picked) < min(k, len(jobs)):
@@ -232,8 +244,9 @@ def _against(jobs: Sequence[JobRef], refs: Sequence[JobRef]) -> list[tuple[JobRe
     return list(unique.values())
 
 
-def _sampled_pairs(sample: PairSample, jobs: list[JobRef], devices: Sequence[DeviceType],
-                   budget_s: float) -> list[tuple[JobRef, JobRef]]:
+def _sampled_pairs(
+    sample: PairSample, jobs: list[JobRef], devices: Sequence[DeviceType], budget_s: float
+) -> list[tuple[JobRef, JobRef]]:
     if sample.kind == "reference":
         return _against(jobs, reference_jobs(jobs, int(sample.value)))
     chosen: list[tuple[JobRef, JobRef]] = []
@@ -242,15 +255,19 @@ def _sampled_pairs(sample: PairSample, jobs: list[JobRef], devices: Sequence[Dev
         cost = sum(Task(device, pair, 1).estimate_s(budget_s) for device in devices for pair in pairs)
         if cost > sample.value:
             if not chosen:
-                raise InputError(f"budget {sample.value:g} s is below the {cost:.0f} s that one reference job "
-                                 f"type needs ({len(pairs)} pairs); raise it or lower --budget", field="--pairs")
+                raise InputError(
+                    f"budget {sample.value:g} s is below the {cost:.0f} s that one reference job "
+                    f"type needs ({len(pairs)} pairs); raise it or lower --budget",
+                    field="--pairs",
+                )
             break
         chosen = pairs
     return chosen
 
 
-def _pair_list(selection: Selection, jobs: list[JobRef],
-               devices: Sequence[DeviceType] = ()) -> list[tuple[JobRef, JobRef]]:
+def _pair_list(
+    selection: Selection, jobs: list[JobRef], devices: Sequence[DeviceType] = ()
+) -> list[tuple[JobRef, JobRef]]:
     if isinstance(selection.pairs, PairSample):
         return _sampled_pairs(selection.pairs, jobs, list(devices), selection.budget_s)
     if selection.pairs == "none":
@@ -279,8 +296,9 @@ def build_plan(devices: Iterable[DeviceType], selection: Selection) -> list[Task
         if 1 in selection.scale_factors:
             tasks += [Task(device, (job,), 1) for job in solo_jobs]
         for k in sorted(set(selection.scale_factors) - {1}):
-            tasks += [Task(device, (job,), k) for job in jobs
-                      if k in job.spec.scale_factors and k <= device.max_processes]
+            tasks += [
+                Task(device, (job,), k) for job in jobs if k in job.spec.scale_factors and k <= device.max_processes
+            ]
         tasks += [Task(device, pair, 1) for pair in pairs]
     return tasks
 

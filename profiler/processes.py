@@ -5,6 +5,7 @@ be forked, and a fresh interpreter gives clean memory readings). If one
 process of a group fails, dies or the group runs past its timeout, the others
 are stopped at once: a pair or a data-parallel job is only measured whole.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
@@ -13,9 +14,9 @@ import os
 import signal
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
 
 from profiler.coordination import new_pair_state
 from profiler.worker import WorkerJob, WorkerResult, worker_main
@@ -41,8 +42,9 @@ def _died(process, log_path: str | None) -> WorkerResult:
         # Nobody here sent SIGKILL, so it was most likely the kernel's OOM killer.
         return WorkerResult(status="oom", message="killed by SIGKILL (probably the kernel OOM killer)")
     detail = _last_line(log_path)
-    return WorkerResult(status="failed", message=f"exited with code {code} before reporting"
-                        + (f" ({detail})" if detail else ""))
+    return WorkerResult(
+        status="failed", message=f"exited with code {code} before reporting" + (f" ({detail})" if detail else "")
+    )
 
 
 def _stop(processes) -> None:
@@ -71,8 +73,9 @@ def _start_ignoring_sigint(process) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
-def run_group(jobs: Sequence[WorkerJob], mode: str, timeout_s: float,
-              log_dir: str | os.PathLike | None = None) -> list[WorkerResult]:
+def run_group(
+    jobs: Sequence[WorkerJob], mode: str, timeout_s: float, log_dir: str | os.PathLike | None = None
+) -> list[WorkerResult]:
     """Run one measurement's processes; results in rank order, never raises on
     a worker's failure (KeyboardInterrupt stops the workers and propagates)."""
     if mode not in MODES:
@@ -89,12 +92,18 @@ def run_group(jobs: Sequence[WorkerJob], mode: str, timeout_s: float,
     try:
         for rank, job in enumerate(jobs):
             log_path = str(Path(log_dir) / f"rank{rank}.log") if log_dir else None
-            job = replace(job, rank=rank, world_size=len(jobs) if mode == "data_parallel" else 1,
-                          dist_init=f"file://{store_dir}/store" if store_dir else None,
-                          parent_pid=os.getpid(), log_path=log_path)
+            job = replace(
+                job,
+                rank=rank,
+                world_size=len(jobs) if mode == "data_parallel" else 1,
+                dist_init=f"file://{store_dir}/store" if store_dir else None,
+                parent_pid=os.getpid(),
+                log_path=log_path,
+            )
             receive, send = ctx.Pipe(duplex=False)
-            process = ctx.Process(target=worker_main, args=(job, send, barrier, pair_state),
-                                  name=f"rota-worker-{rank}", daemon=True)
+            process = ctx.Process(
+                target=worker_main, args=(job, send, barrier, pair_state), name=f"rota-worker-{rank}", daemon=True
+            )
             _start_ignoring_sigint(process)
             send.close()  # so a dead child shows up as EOF here
             processes.append(process)

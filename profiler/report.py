@@ -1,13 +1,21 @@
 """What the user sees: device lists, the dry-run plan, the live progress bar."""
+
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn, TimeRemainingColumn)
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from profiler.devices import DeviceType
@@ -41,8 +49,14 @@ def plan_summary(tasks: Sequence[Task], skipped: set[int], budget_s: float) -> T
     for worker_type, items in by_device.items():
         kinds = Counter(t.mode for _, t in items)
         todo = [t for i, t in items if i not in skipped]
-        table.add_row(worker_type, str(kinds["solo"]), str(kinds["data_parallel"]), str(kinds["pair"]),
-                      str(len(items) - len(todo)), duration(sum(t.estimate_s(budget_s) for t in todo)))
+        table.add_row(
+            worker_type,
+            str(kinds["solo"]),
+            str(kinds["data_parallel"]),
+            str(kinds["pair"]),
+            str(len(items) - len(todo)),
+            duration(sum(t.estimate_s(budget_s) for t in todo)),
+        )
     return table
 
 
@@ -55,8 +69,11 @@ def print_plan(console: Console, tasks: Sequence[Task], skipped: set[int], budge
         console.print(f"  ... and {len(tasks) - PLAN_LINES} more", highlight=False)
     todo = [t for i, t in enumerate(tasks) if i not in skipped]
     total = sum(t.estimate_s(budget_s) for t in todo)
-    console.print(f"{len(todo)} measurements to run, estimated at most {duration(total)} "
-                  f"(start-up + a {budget_s:g} s budget each; most stop earlier once stable)", highlight=False)
+    console.print(
+        f"{len(todo)} measurements to run, estimated at most {duration(total)} "
+        f"(start-up + a {budget_s:g} s budget each; most stop earlier once stable)",
+        highlight=False,
+    )
 
 
 def outcome_line(outcome: TaskOutcome) -> str:
@@ -77,12 +94,19 @@ class ProfileProgress:
     """A rich progress bar (done/total, elapsed, time left) with one line per result."""
 
     def __init__(self, console: Console, total: int):
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("left"),
-                                 TimeRemainingColumn(), console=console)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=console,
+        )
         self.bar = self.progress.add_task("profiling", total=total)
 
-    def __enter__(self) -> "ProfileProgress":
+    def __enter__(self) -> ProfileProgress:
         self.progress.start()
         return self
 

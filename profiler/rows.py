@@ -7,13 +7,14 @@ Conventions, matching Gavel's table so imported and measured rows mix:
   (Gavel halves the sum);
 * a failed measurement has throughput 0 and blank statistics.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Sequence
+from datetime import UTC, datetime
 
 from profiler.devices import DeviceType
 from profiler.plan import Task
@@ -27,7 +28,7 @@ class Provenance:
     torch_version: str
 
     @classmethod
-    def here(cls, device: DeviceType, scale: str) -> "Provenance":
+    def here(cls, device: DeviceType, scale: str) -> Provenance:
         name = device.device_name + (f" [{scale} scale]" if scale != "full" else "")
         return cls(name, socket.gethostname(), torch_version())
 
@@ -40,34 +41,50 @@ def torch_version() -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _base(task: Task, index: int, prov: Provenance) -> dict:
     job = task.jobs[index]
     partner = task.jobs[1 - index] if task.is_pair else None
-    return {"worker_type": task.device.worker_type, "model": job.model,
-            "batch_size": "" if job.batch_size is None else job.batch_size,
-            "scale_factor": task.scale_factor,
-            "partner_model": partner.model if partner else "",
-            "partner_batch_size": "" if partner is None or partner.batch_size is None else partner.batch_size,
-            "source": "measured", "device_name": prov.device_name, "host": prov.host,
-            "torch_version": prov.torch_version, "measured_at": _now()}
+    return {
+        "worker_type": task.device.worker_type,
+        "model": job.model,
+        "batch_size": "" if job.batch_size is None else job.batch_size,
+        "scale_factor": task.scale_factor,
+        "partner_model": partner.model if partner else "",
+        "partner_batch_size": "" if partner is None or partner.batch_size is None else partner.batch_size,
+        "source": "measured",
+        "device_name": prov.device_name,
+        "host": prov.host,
+        "torch_version": prov.torch_version,
+        "measured_at": _now(),
+    }
 
 
 def _values(results: Sequence[WorkerResult]) -> dict:
     throughput = sum(r.steps_per_s for r in results)
-    return {"throughput": throughput, "status": "ok",
-            "samples_per_s": throughput * results[0].samples_per_step,
-            "step_time_median_s": max(r.step_time_median_s for r in results),
-            "step_time_iqr_s": max(r.step_time_iqr_s for r in results),
-            "n_steps": sum(r.n_steps for r in results),
-            "peak_memory_bytes": max(r.peak_memory_bytes or 0 for r in results)}
+    return {
+        "throughput": throughput,
+        "status": "ok",
+        "samples_per_s": throughput * results[0].samples_per_step,
+        "step_time_median_s": max(r.step_time_median_s for r in results),
+        "step_time_iqr_s": max(r.step_time_iqr_s for r in results),
+        "n_steps": sum(r.n_steps for r in results),
+        "peak_memory_bytes": max(r.peak_memory_bytes or 0 for r in results),
+    }
 
 
 def _failed(status: str) -> dict:
-    return {"throughput": 0.0, "status": status, "samples_per_s": "", "step_time_median_s": "",
-            "step_time_iqr_s": "", "n_steps": "", "peak_memory_bytes": ""}
+    return {
+        "throughput": 0.0,
+        "status": status,
+        "samples_per_s": "",
+        "step_time_median_s": "",
+        "step_time_iqr_s": "",
+        "n_steps": "",
+        "peak_memory_bytes": "",
+    }
 
 
 def group_status(results: Sequence[WorkerResult]) -> str:

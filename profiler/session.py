@@ -2,14 +2,15 @@
 table at once (atomic rewrite), so a run killed at any moment loses at most the
 measurement in flight; `resume` skips tasks whose rows are already there.
 """
+
 from __future__ import annotations
 
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -30,7 +31,7 @@ class RunOptions:
     timing: TimingConfig = field(default_factory=TimingConfig)
     scale: str = "full"
     resume: bool = False
-    timeout_s: float | None = None       # per task; default: allowance + 3 x budget
+    timeout_s: float | None = None  # per task; default: allowance + 3 x budget
 
     def task_timeout_s(self) -> float:
         return self.timeout_s or STARTUP_ALLOWANCE_S + HARD_STOP_FACTOR * self.timing.budget_s
@@ -39,7 +40,7 @@ class RunOptions:
 @dataclass(frozen=True)
 class TaskOutcome:
     task: Task
-    status: str            # ok | oom | failed | skipped
+    status: str  # ok | oom | failed | skipped
     rows: list[dict]
     message: str = ""
     seconds: float = 0.0
@@ -64,9 +65,14 @@ def read_statuses(path: Path) -> dict[Key, str]:
         return {}
     out: dict[Key, str] = {}
     for rec in _records(path):
-        key = (str(rec["worker_type"]).strip(), str(rec["model"]).strip(),
-               _int_or_none(rec.get("batch_size", "")), _int_or_none(rec.get("scale_factor", "")) or 1,
-               str(rec.get("partner_model", "")).strip() or None, _int_or_none(rec.get("partner_batch_size", "")))
+        key = (
+            str(rec["worker_type"]).strip(),
+            str(rec["model"]).strip(),
+            _int_or_none(rec.get("batch_size", "")),
+            _int_or_none(rec.get("scale_factor", "")) or 1,
+            str(rec.get("partner_model", "")).strip() or None,
+            _int_or_none(rec.get("partner_batch_size", "")),
+        )
         out[key] = str(rec.get("status", "")).strip().lower() or "ok"
     return out
 
@@ -74,10 +80,18 @@ def read_statuses(path: Path) -> dict[Key, str]:
 def worker_jobs(task: Task, options: RunOptions) -> list[WorkerJob]:
     """One WorkerJob per process. A pair shares device/worker 0 (GPU or CPU cores);
     data-parallel rank r gets device/worker r."""
+
     def job(ref, rank: int) -> WorkerJob:
-        return WorkerJob(ref.spec.builder, ref.batch_size, task.device.device(rank), options.timing,
-                         options.scale, dict(ref.spec.options), task.device.cpu_set(rank),
-                         barrier_timeout_s=options.task_timeout_s())
+        return WorkerJob(
+            ref.spec.builder,
+            ref.batch_size,
+            task.device.device(rank),
+            options.timing,
+            options.scale,
+            dict(ref.spec.options),
+            task.device.cpu_set(rank),
+            barrier_timeout_s=options.task_timeout_s(),
+        )
 
     if task.is_pair:
         return [job(ref, 0) for ref in task.jobs]
@@ -115,9 +129,12 @@ def run_task(task: Task, options: RunOptions, statuses: dict[Key, str]) -> TaskO
     return TaskOutcome(task, status, rows, message, time.monotonic() - began)
 
 
-def run_plan(tasks: Sequence[Task], options: RunOptions,
-             on_start: Callable[[Task], None] | None = None,
-             on_done: Callable[[TaskOutcome], None] | None = None) -> list[TaskOutcome]:
+def run_plan(
+    tasks: Sequence[Task],
+    options: RunOptions,
+    on_start: Callable[[Task], None] | None = None,
+    on_done: Callable[[TaskOutcome], None] | None = None,
+) -> list[TaskOutcome]:
     """Measure every task in order; KeyboardInterrupt propagates with the table intact."""
     statuses = read_statuses(options.out)
     outcomes = []

@@ -12,25 +12,27 @@ A `Coordinator` lets several processes share one measurement: a co-located
 pair counts only the windows during which both were running; data-parallel
 ranks agree on window sizes and stop together. Nothing here imports torch.
 """
+
 from __future__ import annotations
 
 import math
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 Step = Callable[[], object]
 
 
 @dataclass(frozen=True)
 class TimingConfig:
-    warmup_steps: int = 3         # at least 1; the first step is never timed
-    window_s: float = 0.25        # target length of one timed window
-    min_windows: int = 6          # before the spread is trusted
+    warmup_steps: int = 3  # at least 1; the first step is never timed
+    window_s: float = 0.25  # target length of one timed window
+    min_windows: int = 6  # before the spread is trusted
     max_windows: int = 2000
-    target_spread: float = 0.02   # stop when IQR / median <= this
-    budget_s: float = 10.0        # timed seconds per measurement (warm-up excluded)
+    target_spread: float = 0.02  # stop when IQR / median <= this
+    budget_s: float = 10.0  # timed seconds per measurement (warm-up excluded)
 
     def __post_init__(self) -> None:
         if self.warmup_steps < 1:
@@ -58,7 +60,7 @@ class Measurement:
     window_seconds: tuple[float, ...]
     warmup_steps: int
     warmup_seconds: float
-    stop_reason: str              # converged | budget | max_windows | partner
+    stop_reason: str  # converged | budget | max_windows | partner
 
     @property
     def n_steps(self) -> int:
@@ -103,6 +105,7 @@ def relative_spread(step_times: Sequence[float]) -> float:
 
 # --------------------------------------------------------------------------- clocks
 
+
 class Clock(Protocol):
     def window(self, step: Step, n: int) -> float:
         """Run `step` n times; return the seconds they took on the device."""
@@ -145,19 +148,20 @@ class CudaEventClock:
 
 # --------------------------------------------------------------------------- coordination
 
+
 @dataclass(frozen=True)
 class WindowState:
-    ended_at: float     # time.monotonic() when the window ended (system-wide clock)
-    elapsed_s: float    # since the timed phase began
-    converged: bool     # this process alone would stop: spread small enough
-    out_of_time: bool   # budget or window cap reached
+    ended_at: float  # time.monotonic() when the window ended (system-wide clock)
+    elapsed_s: float  # since the timed phase began
+    converged: bool  # this process alone would stop: spread small enough
+    out_of_time: bool  # budget or window cap reached
 
 
 @dataclass(frozen=True)
 class Verdict:
-    keep: bool                  # count this window
+    keep: bool  # count this window
     stop: bool
-    reason: str | None = None   # why a coordinator stopped us, if not our own criteria
+    reason: str | None = None  # why a coordinator stopped us, if not our own criteria
 
 
 class Coordinator(Protocol):
@@ -183,10 +187,14 @@ class Aborted(RuntimeError):
     """The parent went away; stop without a result."""
 
 
-def measure(step: Step, config: TimingConfig, clock: Clock | None = None,
-            coordinator: Coordinator | None = None,
-            abort: Callable[[], bool] | None = None,
-            now: Callable[[], float] = time.monotonic) -> Measurement:
+def measure(
+    step: Step,
+    config: TimingConfig,
+    clock: Clock | None = None,
+    coordinator: Coordinator | None = None,
+    abort: Callable[[], bool] | None = None,
+    now: Callable[[], float] = time.monotonic,
+) -> Measurement:
     """Time `step` until stable or out of budget; `now` is injectable for tests."""
     clock = clock or HostClock()
     coordinator = coordinator or Solo()
@@ -212,8 +220,10 @@ def measure(step: Step, config: TimingConfig, clock: Clock | None = None,
         ended = now()
         if abort():
             raise Aborted("parent process is gone")
-        converged = (len(seconds) >= config.min_windows
-                     and relative_spread([t / k for t, k in zip(seconds, steps)]) <= config.target_spread)
+        converged = (
+            len(seconds) >= config.min_windows
+            and relative_spread([t / k for t, k in zip(seconds, steps)]) <= config.target_spread
+        )
         hit_cap = len(seconds) >= config.max_windows
         out_of_time = ended - began >= config.budget_s or hit_cap
         verdict = coordinator.after_window(WindowState(ended, ended - began, converged, out_of_time))

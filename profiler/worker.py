@@ -13,6 +13,7 @@ state, batch and activations added on top of the interpreter and torch's own
 libraries. It counts pages, not tensors, so it is an approximation; compare CPU
 numbers with each other, not with CUDA ones.
 """
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,10 @@ import resource
 import signal
 import sys
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from models.spec import BuildContext, load_builder
 from profiler.timing import CudaEventClock, HostClock, Solo, TimingConfig, measure
@@ -32,14 +34,14 @@ from profiler.timing import CudaEventClock, HostClock, Solo, TimingConfig, measu
 class WorkerJob:
     builder: str
     batch_size: int | None
-    device: str                            # "cpu" or "cuda:<index>"
+    device: str  # "cpu" or "cuda:<index>"
     timing: TimingConfig
     scale: str = "full"
     options: Mapping[str, Any] = field(default_factory=dict)
-    cpu_set: tuple[int, ...] = ()          # CPU cores to pin to; one thread per core
+    cpu_set: tuple[int, ...] = ()  # CPU cores to pin to; one thread per core
     rank: int = 0
     world_size: int = 1
-    dist_init: str | None = None           # init_method for data-parallel runs
+    dist_init: str | None = None  # init_method for data-parallel runs
     parent_pid: int = 0
     log_path: str | None = None
     barrier_timeout_s: float = 600.0
@@ -47,7 +49,7 @@ class WorkerJob:
 
 @dataclass(frozen=True)
 class WorkerResult:
-    status: str                            # ok | oom | failed
+    status: str  # ok | oom | failed
     message: str = ""
     steps_per_s: float = 0.0
     n_steps: int = 0
@@ -133,8 +135,13 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     if distributed:
         import torch.distributed as dist
 
-        dist.init_process_group("nccl" if cuda else "gloo", init_method=job.dist_init, rank=job.rank,
-                                world_size=job.world_size, timeout=timedelta(seconds=job.barrier_timeout_s))
+        dist.init_process_group(
+            "nccl" if cuda else "gloo",
+            init_method=job.dist_init,
+            rank=job.rank,
+            world_size=job.world_size,
+            timeout=timedelta(seconds=job.barrier_timeout_s),
+        )
     try:
         built = builder(BuildContext(job.batch_size, job.device, job.scale, dict(job.options)))
         model = built.model
@@ -149,19 +156,32 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
 
         clock = CudaEventClock(job.device) if cuda else HostClock()
         parent = job.parent_pid
-        m = measure(step, job.timing, clock, _coordinator(job, barrier, pair_state, job.device),
-                    abort=lambda: bool(parent) and os.getppid() != parent)
+        m = measure(
+            step,
+            job.timing,
+            clock,
+            _coordinator(job, barrier, pair_state, job.device),
+            abort=lambda: bool(parent) and os.getppid() != parent,
+        )
         peak = torch.cuda.max_memory_allocated() if cuda else max(0, cpu_peak_rss_bytes() - baseline)
     finally:
         if distributed:
             torch.distributed.destroy_process_group()
     if m.n_steps == 0:
-        return WorkerResult(status="failed", message="no timed window completed while all sides ran",
-                            stop_reason=m.stop_reason)
-    return WorkerResult(status="ok", steps_per_s=m.steps_per_s, n_steps=m.n_steps,
-                        step_time_median_s=m.median, step_time_iqr_s=m.iqr,
-                        samples_per_step=built.samples_per_step, peak_memory_bytes=int(peak),
-                        stop_reason=m.stop_reason, windows=len(m.window_steps))
+        return WorkerResult(
+            status="failed", message="no timed window completed while all sides ran", stop_reason=m.stop_reason
+        )
+    return WorkerResult(
+        status="ok",
+        steps_per_s=m.steps_per_s,
+        n_steps=m.n_steps,
+        step_time_median_s=m.median,
+        step_time_iqr_s=m.iqr,
+        samples_per_step=built.samples_per_step,
+        peak_memory_bytes=int(peak),
+        stop_reason=m.stop_reason,
+        windows=len(m.window_steps),
+    )
 
 
 __all__ = ["WorkerJob", "WorkerResult", "classify_failure", "worker_main"]

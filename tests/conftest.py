@@ -1,4 +1,5 @@
 """Shared fixtures for the planner tests (no torch needed)."""
+
 from __future__ import annotations
 
 import sys
@@ -27,14 +28,18 @@ def make_problem(throughput, capacity, scale=None, weight=None, remaining=None, 
     tput = np.asarray(throughput, dtype=float)
     n, m = tput.shape
     return Problem(
-        job_ids=[f"j{i}" for i in range(n)], job_types=[None] * n,
+        job_ids=[f"j{i}" for i in range(n)],
+        job_types=[None] * n,
         worker_types=list(names or [f"w{j}" for j in range(m)]),
-        capacity=np.asarray(capacity, dtype=float), throughput=tput,
+        capacity=np.asarray(capacity, dtype=float),
+        throughput=tput,
         scale=np.asarray(scale if scale is not None else [1] * n, dtype=float),
         weight=np.asarray(weight if weight is not None else [1] * n, dtype=float),
         remaining=np.asarray(remaining if remaining is not None else [100] * n, dtype=float),
-        time_since_start=np.arange(n, 0, -1, dtype=float), cost=np.arange(1, m + 1, dtype=float),
-        slo_left_s=np.full(n, np.nan))
+        time_since_start=np.arange(n, 0, -1, dtype=float),
+        cost=np.arange(1, m + 1, dtype=float),
+        slo_left_s=np.full(n, np.nan),
+    )
 
 
 # Spec §11.1: T_0 = (v100 2, p100 1, k80 0.5), T_1 = (v100 3, p100 2, k80 1).

@@ -1,19 +1,26 @@
 """The rota CLI through typer's runner: real files in, files and one-line errors out."""
+
 from __future__ import annotations
 
 import csv
 import json
 
 import pytest
+from conftest import DATA
 from typer.testing import CliRunner
 
-from conftest import DATA
 from planner.cli import app
 from planner.formats.schedule import SCHEDULE_FORMAT
 
 runner = CliRunner()
-DEMO = ["--table", str(DATA / "throughputs.csv"), "--jobs", str(DATA / "jobs.csv"),
-        "--cluster", str(DATA / "cluster.yaml")]
+DEMO = [
+    "--table",
+    str(DATA / "throughputs.csv"),
+    "--jobs",
+    str(DATA / "jobs.csv"),
+    "--cluster",
+    str(DATA / "cluster.yaml"),
+]
 
 
 def plan(tmp_path, *extra):
@@ -43,7 +50,8 @@ def test_plan_demo_writes_valid_schedule(tmp_path):
         assert done[jid] >= job["total_steps"] - 1e-6
     rows = list(csv.DictReader((tmp_path / "s.csv").open()))
     assert sum(1 for r in rows if r["round"] == "0") == sum(
-        len(a["gpus"]) for a in schedule["rounds"][0]["assignments"])
+        len(a["gpus"]) for a in schedule["rounds"][0]["assignments"]
+    )
 
 
 from planner.policies import POLICY_NAMES  # noqa: E402
@@ -62,8 +70,17 @@ def test_plan_bad_input_is_one_line_and_writes_nothing(tmp_path):
     jobs = tmp_path / "jobs.csv"
     jobs.write_text("job_id,model,batch_size,total_steps\nx,ResNet-18,64,-3\n")
     out = tmp_path / "schedule.json"
-    args = ["plan", "--table", str(DATA / "throughputs.csv"), "--jobs", str(jobs),
-            "--cluster", str(DATA / "cluster.yaml"), "--out", str(out)]
+    args = [
+        "plan",
+        "--table",
+        str(DATA / "throughputs.csv"),
+        "--jobs",
+        str(jobs),
+        "--cluster",
+        str(DATA / "cluster.yaml"),
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -78,16 +95,23 @@ def test_plan_unknown_policy(tmp_path):
 
 def test_plan_with_gavel_table(gavel_dir, tmp_path):
     table = tmp_path / "gavel.csv"
-    assert runner.invoke(app, ["table", "import-gavel", str(gavel_dir / "simulation_throughputs.json"),
-                               "--out", str(table)]).exit_code == 0
+    assert (
+        runner.invoke(
+            app, ["table", "import-gavel", str(gavel_dir / "simulation_throughputs.json"), "--out", str(table)]
+        ).exit_code
+        == 0
+    )
     cluster = tmp_path / "cluster.yaml"
     cluster.write_text("worker_types:\n  k80: {gpus: 4}\n  p100: {gpus: 4}\n  v100: {gpus: 4, gpus_per_node: 2}\n")
     jobs = tmp_path / "jobs.csv"
-    jobs.write_text("job_id,model,batch_size,scale_factor,duration_s\n"
-                    "0,ResNet-50,64,1,3600\n1,LM,10,2,7200\n2,Transformer,128,1,1800\n3,Recommendation,512,1,900\n")
+    jobs.write_text(
+        "job_id,model,batch_size,scale_factor,duration_s\n"
+        "0,ResNet-50,64,1,3600\n1,LM,10,2,7200\n2,Transformer,128,1,1800\n3,Recommendation,512,1,900\n"
+    )
     out = tmp_path / "s.json"
-    result = runner.invoke(app, ["plan", "--table", str(table), "--jobs", str(jobs), "--cluster", str(cluster),
-                                 "--out", str(out)])
+    result = runner.invoke(
+        app, ["plan", "--table", str(table), "--jobs", str(jobs), "--cluster", str(cluster), "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["solver"]["status"] == "optimal"
 
@@ -98,12 +122,16 @@ def test_table_commands(tmp_path):
     result = runner.invoke(app, ["table", "validate", str(DATA / "throughputs.csv")])
     assert result.exit_code == 0 and "ok" in result.output
     gavel = tmp_path / "g.json"
-    assert runner.invoke(app, ["table", "export-gavel", str(DATA / "throughputs.csv"), "--out", str(gavel)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["table", "export-gavel", str(DATA / "throughputs.csv"), "--out", str(gavel)]).exit_code == 0
+    )
     back = tmp_path / "back.parquet"
     assert runner.invoke(app, ["table", "import-gavel", str(gavel), "--out", str(back)]).exit_code == 0
     merged = tmp_path / "m.csv"
-    assert runner.invoke(app, ["table", "merge", str(DATA / "throughputs.csv"), str(back),
-                               "--out", str(merged)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["table", "merge", str(DATA / "throughputs.csv"), str(back), "--out", str(merged)]).exit_code
+        == 0
+    )
 
 
 def test_table_validate_bad_file(tmp_path):
@@ -117,8 +145,15 @@ def test_table_validate_bad_file(tmp_path):
 def test_policies_and_help():
     result = runner.invoke(app, ["policies", "--json"])
     assert "max_min_fairness_perf" in json.loads(result.output)
-    for command in (["plan"], ["table", "show"], ["table", "validate"], ["table", "import-gavel"],
-                    ["table", "export-gavel"], ["table", "merge"], ["policies"]):
+    for command in (
+        ["plan"],
+        ["table", "show"],
+        ["table", "validate"],
+        ["table", "import-gavel"],
+        ["table", "export-gavel"],
+        ["table", "merge"],
+        ["policies"],
+    ):
         result = runner.invoke(app, [*command, "--help"])
         assert result.exit_code == 0 and "Example" in result.output, command
 
@@ -128,15 +163,37 @@ def test_allox_needs_single_gpu_jobs(tmp_path):
     assert result.exit_code == 2 and "single-GPU" in result.output and not out.exists()
     jobs = tmp_path / "single.csv"
     jobs.write_text("job_id,model,batch_size,total_steps\na,ResNet-18,64,20000\nb,LM,20,90000\nc,A3C,,3000\n")
-    result = runner.invoke(app, ["plan", "--table", str(DATA / "throughputs.csv"), "--jobs", str(jobs),
-                                 "--cluster", str(DATA / "cluster.yaml"), "--policy", "allox",
-                                 "--out", str(tmp_path / "a.json")])
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--table",
+            str(DATA / "throughputs.csv"),
+            "--jobs",
+            str(jobs),
+            "--cluster",
+            str(DATA / "cluster.yaml"),
+            "--policy",
+            "allox",
+            "--out",
+            str(tmp_path / "a.json"),
+        ],
+    )
     assert result.exit_code == 0, result.output
 
 
 def test_plan_multi_level_fairness(tmp_path):
-    result, out = plan(tmp_path, "--policy", "max_min_fairness_water_filling_perf", "--rounds", "2",
-                       "--entity-weights", "vision=2,nlp=1,ads=1,rl=1", "--entity-policy", "ads=fifo")
+    result, out = plan(
+        tmp_path,
+        "--policy",
+        "max_min_fairness_water_filling_perf",
+        "--rounds",
+        "2",
+        "--entity-weights",
+        "vision=2,nlp=1,ads=1,rl=1",
+        "--entity-policy",
+        "ads=fifo",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(out.read_text())["policy"]["options"]["entity_weights"]["vision"] == 2.0
     result, _ = plan(tmp_path, "--policy", "max_min_fairness_water_filling_perf", "--entity-weights", "vision=2")
@@ -176,8 +233,15 @@ def test_plan_state_mode_continues_round_by_round(tmp_path):
     strip = lambda rounds: [(r["index"], r["start_s"], r["end_s"], r["assignments"]) for r in rounds]  # noqa: E731
     assert [(i, s, e) for i, s, e, _ in strip(got)] == [(i, s, e) for i, s, e, _ in strip(expected)]
     for a, b in zip(got, expected):
-        key = lambda r: sorted((x["jobs"], x["worker_type"], [(g["node"], g["gpu"]) for g in x["gpus"]],  # noqa: E731
-                                sorted(x["planned_steps"].items())) for x in r["assignments"])
+        key = lambda r: sorted(  # noqa: E731
+            (
+                x["jobs"],
+                x["worker_type"],
+                [(g["node"], g["gpu"]) for g in x["gpus"]],  # noqa: E731
+                sorted(x["planned_steps"].items()),
+            )
+            for x in r["assignments"]
+        )
         assert key(a) == key(b)
 
 
@@ -190,10 +254,25 @@ def test_plan_accepts_the_profiled_cpu_table(tmp_path):
     cluster = tmp_path / "cpu.yaml"
     cluster.write_text("worker_types:\n  cpu: {gpus: 2}\n")
     jobs = tmp_path / "jobs.csv"
-    jobs.write_text("job_id,model,batch_size,scale_factor,total_steps\na,LM,20,1,5000\nb,ResNet-18,32,2,800\n"
-                    "c,A3C,,1,3000\n")
+    jobs.write_text(
+        "job_id,model,batch_size,scale_factor,total_steps\na,LM,20,1,5000\nb,ResNet-18,32,2,800\nc,A3C,,1,3000\n"
+    )
     out = tmp_path / "s.json"
-    result = runner.invoke(app, ["plan", "--table", str(DATA / "throughputs_cpu_tiny.csv"), "--jobs", str(jobs),
-                                 "--cluster", str(cluster), "--policy", "max_min_fairness_packed", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "plan",
+            "--table",
+            str(DATA / "throughputs_cpu_tiny.csv"),
+            "--jobs",
+            str(jobs),
+            "--cluster",
+            str(cluster),
+            "--policy",
+            "max_min_fairness_packed",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert all(j["expected_finish_s"] for j in json.loads(out.read_text())["jobs"].values())

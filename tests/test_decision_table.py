@@ -1,21 +1,22 @@
 """Deciding on one table, progressing on another (estimated vs true throughputs),
 and `rota plan`'s count of the estimated throughputs it could use."""
+
 from __future__ import annotations
 
 import csv
 import json
 import math
 
+from conftest import DATA
 from typer.testing import CliRunner
 
-from conftest import DATA
 from planner.cli import app
 from planner.formats.cluster import cluster_from_dict
-from planner.rounds.engine import Engine, EngineConfig
 from planner.formats.jobs import Job
-from planner.policies import make_policy
-from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.formats.table import JobType, ThroughputTable
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation
+from planner.policies import make_policy
+from planner.rounds.engine import Engine, EngineConfig
 
 A, B = JobType("A", 1), JobType("B", 1)
 TAU = 360.0
@@ -25,8 +26,20 @@ def table(pair_a: float, pair_b: float) -> ThroughputTable:
     """One GPU type; A alone 1.0 steps/s, B alone 2.0; together (pair_a, pair_b)."""
     rows = [("A", None, 1.0), ("B", None, 2.0), ("A", "B", pair_a), ("B", "A", pair_b)]
     return ThroughputTable.from_records(
-        [{"worker_type": "gpu", "model": m, "batch_size": 1, "scale_factor": 1, "partner_model": p,
-          "partner_batch_size": None if p is None else 1, "throughput": t, "status": "ok"} for m, p, t in rows])
+        [
+            {
+                "worker_type": "gpu",
+                "model": m,
+                "batch_size": 1,
+                "scale_factor": 1,
+                "partner_model": p,
+                "partner_batch_size": None if p is None else 1,
+                "throughput": t,
+                "status": "ok",
+            }
+            for m, p, t in rows
+        ]
+    )
 
 
 # Sharing is a bad deal in truth (A keeps 50 %, B 30 %), a great one in the estimate (95 %).
@@ -37,8 +50,14 @@ JOBS = [Job("a", A, total_steps=100_000), Job("b", B, total_steps=100_000)]
 
 
 def first_round(decision_table):
-    engine = Engine(TRUE, CLUSTER, make_policy("max_min_fairness_packed"), EngineConfig(round_s=TAU),
-                    JOBS, decision_table=decision_table)
+    engine = Engine(
+        TRUE,
+        CLUSTER,
+        make_policy("max_min_fairness_packed"),
+        EngineConfig(round_s=TAU),
+        JOBS,
+        decision_table=decision_table,
+    )
     record = engine.step()
     return engine, record
 
@@ -62,8 +81,9 @@ def test_decision_table_changes_the_allocation_but_progress_follows_the_true_tab
 
 
 def test_simulation_with_a_decision_table_is_slower_when_the_estimate_is_wrong():
-    jobs = [Job(f"{m}{k}", jt, total_steps=2_000, arrival_s=600.0 * k) for k in range(3)
-            for m, jt in (("a", A), ("b", B))]
+    jobs = [
+        Job(f"{m}{k}", jt, total_steps=2_000, arrival_s=600.0 * k) for k in range(3) for m, jt in (("a", A), ("b", B))
+    ]
     config = SimulationConfig(policy="max_min_fairness_packed")
     oracle = run_simulation(TRUE, CLUSTER, Workload(jobs=jobs), config)
     fooled = run_simulation(TRUE, CLUSTER, Workload(jobs=jobs), config, decision_table=GUESS)
@@ -79,8 +99,14 @@ def test_simulation_with_a_decision_table_is_slower_when_the_estimate_is_wrong()
 def test_a_pair_that_fails_in_truth_is_never_placed():
     rows = [{**r, "throughput": 0.0, "status": "oom"} if r["partner_model"] else r for r in TRUE.rows]
     oom = ThroughputTable.from_records(rows)
-    engine = Engine(oom, CLUSTER, make_policy("max_min_fairness_packed"), EngineConfig(round_s=TAU),
-                    [Job(j.job_id, j.job_type, total_steps=3_000) for j in JOBS], decision_table=GUESS)
+    engine = Engine(
+        oom,
+        CLUSTER,
+        make_policy("max_min_fairness_packed"),
+        EngineConfig(round_s=TAU),
+        [Job(j.job_id, j.job_type, total_steps=3_000) for j in JOBS],
+        decision_table=GUESS,
+    )
     result = engine.run()
     assert result.solves[0].allocation.pair_x  # the estimate made the policy pack them ...
     assert all(len(p.jobs) == 1 for r in result.rounds for p in r.placements)  # ... but they ran alone
@@ -97,8 +123,18 @@ def test_simulate_command_takes_a_decision_table(tmp_path):
         writer = csv.writer(handle)
         writer.writerow(["job_id", "model", "batch_size", "total_steps"])
         writer.writerows([["a", "A", 1, 2000], ["b", "B", 1, 2000]])
-    args = ["simulate", "--table", str(tmp_path / "true.csv"), "--cluster", "gpu=1", "--trace", str(trace),
-            "--policy", "max_min_fairness_packed", "--json"]
+    args = [
+        "simulate",
+        "--table",
+        str(tmp_path / "true.csv"),
+        "--cluster",
+        "gpu=1",
+        "--trace",
+        str(trace),
+        "--policy",
+        "max_min_fairness_packed",
+        "--json",
+    ]
     runner = CliRunner()
     summaries = []
     for extra in ([], ["--decision-table", str(tmp_path / "guess.csv")]):
@@ -110,6 +146,7 @@ def test_simulate_command_takes_a_decision_table(tmp_path):
 
 
 # --------------------------------------------------------------------------- rota plan's estimated count
+
 
 def _partial_demo_table(path) -> None:
     """The demo table without every third of its t4 co-locations (both rows), to be estimated."""
@@ -130,9 +167,13 @@ def _expected_count(full_csv) -> tuple[int, int]:
         types = {(j["model"], j["batch_size"], j["scale_factor"] or "1") for j in csv.DictReader(handle)}
     with full_csv.open(newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if "estimated" in (r["status"], r["source"])]
-    usable = [r for r in rows if r["worker_type"] in ("a100", "v100", "t4")
-              and (r["model"], r["batch_size"], r["scale_factor"]) in types
-              and (not r["partner_model"] or (r["partner_model"], r["partner_batch_size"], r["scale_factor"]) in types)]
+    usable = [
+        r
+        for r in rows
+        if r["worker_type"] in ("a100", "v100", "t4")
+        and (r["model"], r["batch_size"], r["scale_factor"]) in types
+        and (not r["partner_model"] or (r["partner_model"], r["partner_batch_size"], r["scale_factor"]) in types)
+    ]
     return len(usable), len(rows)
 
 
@@ -144,8 +185,19 @@ def test_plan_counts_estimated_co_locations_it_could_use(tmp_path):
     assert result.exit_code == 0, result.output
     expected, total = _expected_count(full)
     assert 0 < expected < total  # some estimates involve job types the job list lacks
-    args = ["plan", "--table", str(full), "--jobs", str(DATA / "jobs.csv"), "--cluster", str(DATA / "cluster.yaml"),
-            "--policy", "max_min_fairness_packed", "--out", str(tmp_path / "s.json")]
+    args = [
+        "plan",
+        "--table",
+        str(full),
+        "--jobs",
+        str(DATA / "jobs.csv"),
+        "--cluster",
+        str(DATA / "cluster.yaml"),
+        "--policy",
+        "max_min_fairness_packed",
+        "--out",
+        str(tmp_path / "s.json"),
+    ]
     result = runner.invoke(app, args + ["--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["estimated_throughputs_used"] == expected

@@ -1,4 +1,5 @@
 """Co-location estimation (planner/estimate.py) and `rota table estimate`."""
+
 from __future__ import annotations
 
 import json
@@ -11,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from planner.estimate import completion as E
 from planner.cli.estimate import estimate_command
 from planner.errors import InputError
+from planner.estimate import completion as E
 from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table, write_table
 
 GAVEL = Path(__file__).resolve().parents[2] / "shared/reference/gavel"
@@ -22,10 +23,14 @@ WORKERS = ("k80", "v100")
 
 # --------------------------------------------------------------------------- helpers
 
+
 def synthetic_factors(n: int, m: int, rank: int, rng: np.random.Generator) -> np.ndarray:
     """A biased rank-`rank` matrix with entries inside (0.1, 0.95)."""
-    raw = (rng.normal(0, 1, (n, 1)) + rng.normal(0, 1, (1, m))
-           + rng.normal(0, 1, (n, rank)) @ rng.normal(0, 1, (rank, m)) / np.sqrt(rank))
+    raw = (
+        rng.normal(0, 1, (n, 1))
+        + rng.normal(0, 1, (1, m))
+        + rng.normal(0, 1, (n, rank)) @ rng.normal(0, 1, (rank, m)) / np.sqrt(rank)
+    )
     return 0.1 + 0.85 * (raw - raw.min()) / (raw.max() - raw.min())
 
 
@@ -33,8 +38,9 @@ def pair_key(w: str, a: int, b: int) -> tuple:
     return (w, min(a, b), max(a, b))
 
 
-def synthetic_table(n_jobs: int = 8, *, seed: int = 0, drop: float = 0.3, rank: int = 2,
-                    keep_pairs=None, scale: int = 1, extra_rows=()) -> tuple[ThroughputTable, dict]:
+def synthetic_table(
+    n_jobs: int = 8, *, seed: int = 0, drop: float = 0.3, rank: int = 2, keep_pairs=None, scale: int = 1, extra_rows=()
+) -> tuple[ThroughputTable, dict]:
     """Solo rows for every job on every worker type; pair rows for the kept pairs.
 
     Returns the table and the true factor of every (worker, job, partner).
@@ -46,8 +52,16 @@ def synthetic_table(n_jobs: int = 8, *, seed: int = 0, drop: float = 0.3, rank: 
     for w_index, w in enumerate(WORKERS):
         solo = rng.uniform(1.0, 50.0, n_jobs)
         for i, a in enumerate(jobs):
-            rows.append({"worker_type": w, "model": a.model, "batch_size": a.batch_size,
-                         "scale_factor": scale, "throughput": solo[i], "source": "measured"})
+            rows.append(
+                {
+                    "worker_type": w,
+                    "model": a.model,
+                    "batch_size": a.batch_size,
+                    "scale_factor": scale,
+                    "throughput": solo[i],
+                    "source": "measured",
+                }
+            )
         for i in range(n_jobs):
             for j in range(n_jobs):
                 truth[(w, i, j)] = (factors[i, w_index * n_jobs + j], solo[i])
@@ -59,10 +73,18 @@ def synthetic_table(n_jobs: int = 8, *, seed: int = 0, drop: float = 0.3, rank: 
     for w, i, j in kept:
         for a, b in {(i, j), (j, i)}:
             factor, solo = truth[(w, a, b)]
-            rows.append({"worker_type": w, "model": jobs[a].model, "batch_size": jobs[a].batch_size,
-                         "scale_factor": scale, "partner_model": jobs[b].model,
-                         "partner_batch_size": jobs[b].batch_size, "throughput": factor * solo,
-                         "source": "measured"})
+            rows.append(
+                {
+                    "worker_type": w,
+                    "model": jobs[a].model,
+                    "batch_size": jobs[a].batch_size,
+                    "scale_factor": scale,
+                    "partner_model": jobs[b].model,
+                    "partner_batch_size": jobs[b].batch_size,
+                    "throughput": factor * solo,
+                    "source": "measured",
+                }
+            )
     rows.extend(extra_rows)
     return ThroughputTable.from_records(rows, columns=COLUMNS), {"jobs": jobs, "truth": truth}
 
@@ -72,6 +94,7 @@ def estimated_rows(table: ThroughputTable) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- ALS
+
 
 def test_als_recovers_hidden_entries_of_a_low_rank_matrix():
     rng = np.random.default_rng(1)
@@ -100,6 +123,7 @@ def test_als_is_deterministic_for_a_seed():
 
 # --------------------------------------------------------------------------- the table
 
+
 def test_estimate_fills_every_missing_pair_with_provenance_and_mirrors():
     table, info = synthetic_table(seed=4, drop=0.35)
     full, report = E.estimate_table(table, rank=2, seed=0)
@@ -124,15 +148,23 @@ def test_estimates_are_accurate_on_a_synthetic_low_rank_table():
     table, info = synthetic_table(n_jobs=12, seed=5, drop=0.3, rank=2)
     full, _ = E.estimate_table(table, rank=2, reg=1e-3, seed=0)
     jobs = {jt.model: k for k, jt in enumerate(info["jobs"])}
-    errors = [abs(r["throughput"] / info["truth"][(r["worker_type"], jobs[r["model"]], jobs[r["partner_model"]])][1]
-                  - info["truth"][(r["worker_type"], jobs[r["model"]], jobs[r["partner_model"]])][0])
-              for r in estimated_rows(full)]
+    errors = [
+        abs(
+            r["throughput"] / info["truth"][(r["worker_type"], jobs[r["model"]], jobs[r["partner_model"]])][1]
+            - info["truth"][(r["worker_type"], jobs[r["model"]], jobs[r["partner_model"]])][0]
+        )
+        for r in estimated_rows(full)
+    ]
     assert np.median(errors) < 0.02
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), drop=st.floats(0.05, 0.7), rank=st.integers(0, 5),
-       reg=st.sampled_from([1e-4, 1e-2, 1.0]))
+@given(
+    seed=st.integers(0, 10_000),
+    drop=st.floats(0.05, 0.7),
+    rank=st.integers(0, 5),
+    reg=st.sampled_from([1e-4, 1e-2, 1.0]),
+)
 def test_estimates_stay_within_zero_and_solo(seed, drop, rank, reg):
     table, _ = synthetic_table(n_jobs=5, seed=seed, drop=drop)
     full, _ = E.estimate_table(table, rank=rank, reg=reg, seed=seed, partial=True)
@@ -155,15 +187,27 @@ def test_reestimating_an_estimated_table_is_stable(tmp_path):
 
 
 def test_failed_pairs_are_kept_and_excluded_or_fitted_as_zero():
-    failed = [{"worker_type": "k80", "model": m, "batch_size": bs, "scale_factor": 1,
-               "partner_model": pm, "partner_batch_size": pbs, "throughput": 0, "status": "oom"}
-              for m, bs, pm, pbs in (("Job0", 16, "Job1", 32), ("Job1", 32, "Job0", 16))]
-    table, _ = synthetic_table(seed=7, drop=0.3, extra_rows=failed,
-                               keep_pairs=lambda p: p != ("k80", 0, 1) and (p[1] + p[2]) % 3 != 0)
+    failed = [
+        {
+            "worker_type": "k80",
+            "model": m,
+            "batch_size": bs,
+            "scale_factor": 1,
+            "partner_model": pm,
+            "partner_batch_size": pbs,
+            "throughput": 0,
+            "status": "oom",
+        }
+        for m, bs, pm, pbs in (("Job0", 16, "Job1", 32), ("Job1", 32, "Job0", 16))
+    ]
+    table, _ = synthetic_table(
+        seed=7, drop=0.3, extra_rows=failed, keep_pairs=lambda p: p != ("k80", 0, 1) and (p[1] + p[2]) % 3 != 0
+    )
     for zeros in E.ZERO_MODES:
         full, report = E.estimate_table(table, zeros=zeros, seed=0)
-        row = next(r for r in full.rows if r["worker_type"] == "k80" and r["model"] == "Job0"
-                   and r["partner_model"] == "Job1")
+        row = next(
+            r for r in full.rows if r["worker_type"] == "k80" and r["model"] == "Job0" and r["partner_model"] == "Job1"
+        )
         assert row["status"] == "oom" and row["source"] is None
         assert report.groups[0].failed_entries == 2
     excluded = E.build_factor_matrices(table, zeros="exclude")[0]
@@ -172,8 +216,9 @@ def test_failed_pairs_are_kept_and_excluded_or_fitted_as_zero():
 
 
 def test_new_job_type_without_pairs_names_what_to_measure():
-    new = [{"worker_type": w, "model": "NewNet", "batch_size": 8, "scale_factor": 1, "throughput": 3.0}
-           for w in WORKERS]
+    new = [
+        {"worker_type": w, "model": "NewNet", "batch_size": 8, "scale_factor": 1, "throughput": 3.0} for w in WORKERS
+    ]
     table, _ = synthetic_table(seed=8, drop=0.2, extra_rows=new)
     with pytest.raises(InputError, match=r"measure next .*NewNet \(batch size 8\) with Job\d"):
         E.estimate_table(table)
@@ -184,8 +229,9 @@ def test_new_job_type_without_pairs_names_what_to_measure():
 
 
 def test_following_the_suggestions_makes_everything_estimable():
-    new = [{"worker_type": w, "model": "NewNet", "batch_size": 8, "scale_factor": 1, "throughput": 3.0}
-           for w in WORKERS]
+    new = [
+        {"worker_type": w, "model": "NewNet", "batch_size": 8, "scale_factor": 1, "throughput": 3.0} for w in WORKERS
+    ]
     table, _ = synthetic_table(seed=9, drop=0.5, extra_rows=new)
     fm = E.build_factor_matrices(table)[0]
     picks = E.suggest_measurements(fm, fm.measured, min_measured=2)
@@ -199,13 +245,18 @@ def test_following_the_suggestions_makes_everything_estimable():
 
 def test_table_without_any_colocation_is_an_error():
     table, _ = synthetic_table(seed=10, keep_pairs=lambda p: False)
-    with pytest.raises(InputError, match=r"no co-location measured.*measure next \(\d+ pairs at scale factor 1\): Job0"):
+    with pytest.raises(
+        InputError, match=r"no co-location measured.*measure next \(\d+ pairs at scale factor 1\): Job0"
+    ):
         E.estimate_table(table)
 
 
 def test_scale_factor_without_measurements_is_left_alone_and_noted():
-    multi = [{"worker_type": w, "model": f"Job{i}", "batch_size": 16 * (i + 1), "scale_factor": 2,
-              "throughput": 10.0 + i} for w in WORKERS for i in range(3)]
+    multi = [
+        {"worker_type": w, "model": f"Job{i}", "batch_size": 16 * (i + 1), "scale_factor": 2, "throughput": 10.0 + i}
+        for w in WORKERS
+        for i in range(3)
+    ]
     table, _ = synthetic_table(seed=11, extra_rows=multi)
     full, report = E.estimate_table(table)
     assert [g.scale_factor for g in report.groups] == [1, 2]
@@ -214,16 +265,27 @@ def test_scale_factor_without_measurements_is_left_alone_and_noted():
 
 
 def test_pairs_need_runnable_solo_rows_on_that_worker_type():
-    oom = [{"worker_type": "v100", "model": "Big", "batch_size": 1, "scale_factor": 1, "throughput": 0,
-            "status": "oom"},
-           {"worker_type": "k80", "model": "Big", "batch_size": 1, "scale_factor": 1, "throughput": 2.0}]
-    oom += [{"worker_type": "k80", "model": m, "batch_size": bs, "scale_factor": 1, "partner_model": pm,
-             "partner_batch_size": pbs, "throughput": 1.0}
-            for m, bs, pm, pbs in (("Big", 1, "Job0", 16), ("Job0", 16, "Big", 1))]
+    oom = [
+        {"worker_type": "v100", "model": "Big", "batch_size": 1, "scale_factor": 1, "throughput": 0, "status": "oom"},
+        {"worker_type": "k80", "model": "Big", "batch_size": 1, "scale_factor": 1, "throughput": 2.0},
+    ]
+    oom += [
+        {
+            "worker_type": "k80",
+            "model": m,
+            "batch_size": bs,
+            "scale_factor": 1,
+            "partner_model": pm,
+            "partner_batch_size": pbs,
+            "throughput": 1.0,
+        }
+        for m, bs, pm, pbs in (("Big", 1, "Job0", 16), ("Job0", 16, "Big", 1))
+    ]
     table, _ = synthetic_table(seed=12, extra_rows=oom)
     full, _ = E.estimate_table(table)
-    assert not any(r["worker_type"] == "v100" and "Big" in (r["model"], r["partner_model"])
-                   for r in estimated_rows(full))
+    assert not any(
+        r["worker_type"] == "v100" and "Big" in (r["model"], r["partner_model"]) for r in estimated_rows(full)
+    )
     assert any(r["worker_type"] == "k80" and r["model"] == "Big" for r in estimated_rows(full))
 
 
@@ -257,6 +319,7 @@ def test_missing_solo_rows_are_reported_not_estimated():
 
 # --------------------------------------------------------------------------- CLI
 
+
 def cli() -> typer.Typer:
     app = typer.Typer()
     table_app = typer.Typer()
@@ -268,8 +331,9 @@ def cli() -> typer.Typer:
 def test_cli_writes_the_completed_table(tmp_path):
     table, _ = synthetic_table(seed=16, drop=0.3)
     write_table(table, tmp_path / "measured.csv")
-    result = CliRunner().invoke(cli(), ["table", "estimate", str(tmp_path / "measured.csv"),
-                                        "--out", str(tmp_path / "full.csv"), "--rank", "2"])
+    result = CliRunner().invoke(
+        cli(), ["table", "estimate", str(tmp_path / "measured.csv"), "--out", str(tmp_path / "full.csv"), "--rank", "2"]
+    )
     assert result.exit_code == 0, result.output
     assert "estimated" in result.output and "rank 2" in result.output
     full = read_table(tmp_path / "full.csv")
@@ -279,8 +343,19 @@ def test_cli_writes_the_completed_table(tmp_path):
 def test_cli_json_report(tmp_path):
     table, _ = synthetic_table(seed=17, drop=0.3)
     write_table(table, tmp_path / "measured.parquet")
-    result = CliRunner().invoke(cli(), ["table", "estimate", str(tmp_path / "measured.parquet"),
-                                        "--out", str(tmp_path / "full.parquet"), "--json", "--holdout", "0"])
+    result = CliRunner().invoke(
+        cli(),
+        [
+            "table",
+            "estimate",
+            str(tmp_path / "measured.parquet"),
+            "--out",
+            str(tmp_path / "full.parquet"),
+            "--json",
+            "--holdout",
+            "0",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["method"] == "als" and report["estimated_entries"] > 0
@@ -291,22 +366,25 @@ def test_cli_user_errors_raise_input_error(tmp_path):
     table, _ = synthetic_table(seed=18, keep_pairs=lambda p: False)
     write_table(table, tmp_path / "solo.csv")
     runner = CliRunner()
-    cases = [(["--out", str(tmp_path / "o.csv")], "no co-location measured"),
-             (["--out", str(tmp_path / "o.txt")], "unsupported table format"),
-             (["--out", str(tmp_path / "o.csv"), "--zeros", "maybe"], "unknown value 'maybe'")]
+    cases = [
+        (["--out", str(tmp_path / "o.csv")], "no co-location measured"),
+        (["--out", str(tmp_path / "o.txt")], "unsupported table format"),
+        (["--out", str(tmp_path / "o.csv"), "--zeros", "maybe"], "unknown value 'maybe'"),
+    ]
     for extra, message in cases:
         result = runner.invoke(cli(), ["table", "estimate", str(tmp_path / "solo.csv"), *extra])
         assert isinstance(result.exception, InputError), result.output
         assert message in str(result.exception)
-    result = runner.invoke(cli(), ["table", "estimate", str(tmp_path / "absent.csv"), "--out",
-                                   str(tmp_path / "o.csv")])
+    result = runner.invoke(cli(), ["table", "estimate", str(tmp_path / "absent.csv"), "--out", str(tmp_path / "o.csv")])
     assert isinstance(result.exception, InputError) and "file not found" in str(result.exception)
 
 
 # --------------------------------------------------------------------------- Gavel's table
 
-@pytest.mark.skipif(not (GAVEL / "simulation_throughputs.json").exists(),
-                    reason=f"Gavel reference table not found at {GAVEL}")
+
+@pytest.mark.skipif(
+    not (GAVEL / "simulation_throughputs.json").exists(), reason=f"Gavel reference table not found at {GAVEL}"
+)
 def test_gavel_hidden_pairs_beat_the_partner_mean():
     from planner.formats.gavel_json import import_gavel
 

@@ -1,6 +1,7 @@
 """Exports: each format's files are checked structurally, parsed back into rounds
 that equal the schedule's and pass the validator; the launch wrapper and the
 Ray runner keep the checkpoint contract (SIGTERM, then the round ends)."""
+
 from __future__ import annotations
 
 import ast
@@ -17,24 +18,24 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
+from conftest import DATA
 from typer.testing import CliRunner
 
-from conftest import DATA
 from planner.cli import user_errors
 from planner.cli.schedule import export_command
-from planner.formats.cluster import read_cluster
-from planner.rounds.engine import EngineConfig, run_engine
 from planner.errors import InputError
 from planner.export import export_schedule, load_context
 from planner.export.common import launch_script
 from planner.export.kubernetes import check_manifest
 from planner.export.ray_driver import run_commands
 from planner.export.slurm import time_limit
+from planner.formats.cluster import read_cluster
 from planner.formats.jobs import read_jobs
-from planner.modes.next_round import make_policy_from, next_round
 from planner.formats.schedule import build_schedule, write_schedule
 from planner.formats.schedule_check import check_schedule
 from planner.formats.table import read_table
+from planner.modes.next_round import make_policy_from, next_round
+from planner.rounds.engine import EngineConfig, run_engine
 
 TABLE = read_table(DATA / "throughputs.csv")
 CLUSTER = read_cluster(DATA / "cluster.yaml")
@@ -47,8 +48,9 @@ COMMANDS = {j.job_id: j.command for j in JOBS}
 def packed_schedule(tmp_path_factory) -> Path:
     """Six rounds of packed LAS: co-located pairs and a 4-GPU gang over two t4 nodes."""
     result = run_engine(JOBS, TABLE, CLUSTER, make_policy_from("max_min_fairness_packed", {}))
-    schedule = build_schedule(result, inputs=INPUTS, policy="max_min_fairness_packed", options={},
-                              config=EngineConfig(), rounds=6)
+    schedule = build_schedule(
+        result, inputs=INPUTS, policy="max_min_fairness_packed", options={}, config=EngineConfig(), rounds=6
+    )
     path = tmp_path_factory.mktemp("sched") / "schedule.json"
     write_schedule(schedule, path)
     return path
@@ -58,22 +60,55 @@ def packed_schedule(tmp_path_factory) -> Path:
 def uneven_schedule(packed_schedule, tmp_path) -> Path:
     """One hand-made round: a 4-GPU gang split 2+1+1 over t4 nodes (Slurm: a heterogeneous job)."""
     s = json.loads(packed_schedule.read_text())
-    s["rounds"] = [{"index": 0, "start_s": 0.0, "end_s": 360.0, "assignments": [
-        {"jobs": ["resnet50-a"], "worker_type": "t4", "node": "t4-0+t4-1+t4-2",
-         "gpus": [{"node": "t4-0", "gpu": 0}, {"node": "t4-0", "gpu": 1}, {"node": "t4-1", "gpu": 1},
-                  {"node": "t4-2", "gpu": 0}], "planned_steps": {"resnet50-a": 100}},
-        {"jobs": ["lm-a"], "worker_type": "a100", "node": "a100-node-0", "gpus": [{"node": "a100-node-0", "gpu": 2}],
-         "planned_steps": {"lm-a": 50}}]}]
+    s["rounds"] = [
+        {
+            "index": 0,
+            "start_s": 0.0,
+            "end_s": 360.0,
+            "assignments": [
+                {
+                    "jobs": ["resnet50-a"],
+                    "worker_type": "t4",
+                    "node": "t4-0+t4-1+t4-2",
+                    "gpus": [
+                        {"node": "t4-0", "gpu": 0},
+                        {"node": "t4-0", "gpu": 1},
+                        {"node": "t4-1", "gpu": 1},
+                        {"node": "t4-2", "gpu": 0},
+                    ],
+                    "planned_steps": {"resnet50-a": 100},
+                },
+                {
+                    "jobs": ["lm-a"],
+                    "worker_type": "a100",
+                    "node": "a100-node-0",
+                    "gpus": [{"node": "a100-node-0", "gpu": 2}],
+                    "planned_steps": {"lm-a": 50},
+                },
+            ],
+        }
+    ]
     path = tmp_path / "uneven.json"
     path.write_text(json.dumps(s))
     return path
 
 
 def normalised(rounds) -> list:
-    return [(r["index"], sorted((tuple(a["jobs"]), a["worker_type"],
-                                 tuple(sorted((g["node"], g["gpu"]) for g in a["gpus"])),
-                                 tuple(sorted(a["planned_steps"].items()))) for a in r["assignments"]))
-            for r in rounds]
+    return [
+        (
+            r["index"],
+            sorted(
+                (
+                    tuple(a["jobs"]),
+                    a["worker_type"],
+                    tuple(sorted((g["node"], g["gpu"]) for g in a["gpus"])),
+                    tuple(sorted(a["planned_steps"].items())),
+                )
+                for a in r["assignments"]
+            ),
+        )
+        for r in rounds
+    ]
 
 
 def assert_round_trip(schedule_path: Path, rebuilt_rounds: list) -> None:
@@ -95,28 +130,34 @@ def parse_launch(script: str) -> list[tuple[str, dict]]:
     for line in script.splitlines():
         if line.startswith("( export "):
             tokens = shlex.split(line)
-            env_tokens = tokens[2:tokens.index("exec")]
+            env_tokens = tokens[2 : tokens.index("exec")]
             env = dict(t.rstrip(";").split("=", 1) for t in env_tokens)
             command = tokens[tokens.index("-c") + 1]
             assert command.startswith("trap : TERM; ")
-            out.append((command[len("trap : TERM; "):], env))
+            out.append((command[len("trap : TERM; ") :], env))
     return out
 
 
 def assignment_from(processes) -> dict:
     env0 = processes[0][1]
-    return {"jobs": [env["ROTA_JOB_ID"] for _, env in processes], "worker_type": env0["ROTA_WORKER_TYPE"],
-            "gpus": _gpus(env0["ROTA_GPUS"]),
-            "planned_steps": {env["ROTA_JOB_ID"]: int(env["ROTA_PLANNED_STEPS"]) for _, env in processes}}
+    return {
+        "jobs": [env["ROTA_JOB_ID"] for _, env in processes],
+        "worker_type": env0["ROTA_WORKER_TYPE"],
+        "gpus": _gpus(env0["ROTA_GPUS"]),
+        "planned_steps": {env["ROTA_JOB_ID"]: int(env["ROTA_PLANNED_STEPS"]) for _, env in processes},
+    }
 
 
 def rounds_from(by_round: dict[int, list[dict]], schedule_path: Path) -> list[dict]:
     times = {r["index"]: r for r in json.loads(schedule_path.read_text())["rounds"]}
-    return [{"index": i, "start_s": times[i]["start_s"], "end_s": times[i]["end_s"], "assignments": by_round[i]}
-            for i in sorted(by_round)]
+    return [
+        {"index": i, "start_s": times[i]["start_s"], "end_s": times[i]["end_s"], "assignments": by_round[i]}
+        for i in sorted(by_round)
+    ]
 
 
 # ----------------------------------------------------------------- Slurm
+
 
 def sbatch_components(text: str) -> list[dict[str, str]]:
     components = [{}]
@@ -124,7 +165,7 @@ def sbatch_components(text: str) -> list[dict[str, str]]:
         if line == "#SBATCH hetjob":
             components.append({})
         elif line.startswith("#SBATCH --"):
-            key, _, value = line[len("#SBATCH --"):].partition("=")
+            key, _, value = line[len("#SBATCH --") :].partition("=")
             components[-1][key] = value
     return components
 
@@ -161,7 +202,10 @@ def test_slurm_uneven_gang_is_a_heterogeneous_job(uneven_schedule, tmp_path):
     text = (tmp_path / "round-0000" / "resnet50-a.sbatch").read_text()
     components = sbatch_components(text)
     assert [(c["nodelist"], c["gres"]) for c in components] == [
-        ("t4-0", "gpu:t4:2"), ("t4-1", "gpu:t4:1"), ("t4-2", "gpu:t4:1")]
+        ("t4-0", "gpu:t4:2"),
+        ("t4-1", "gpu:t4:1"),
+        ("t4-2", "gpu:t4:1"),
+    ]
     assert all(c["time"] == "00:06:00" for c in components) and "job-name" in components[0]
     subprocess.run(["bash", "-n", str(tmp_path / "round-0000" / "resnet50-a.sbatch")], check=True)
 
@@ -173,7 +217,7 @@ def test_slurm_driver_submits_rounds_in_order(packed_schedule, tmp_path):
     bin_dir.mkdir()
     log = tmp_path / "submitted.txt"
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$2" >> {log}\necho $$\n')
-    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")   # every job already left the queue
+    (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")  # every job already left the queue
     (bin_dir / "scancel").write_text("#!/bin/sh\nexit 0\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
@@ -183,25 +227,32 @@ def test_slurm_driver_submits_rounds_in_order(packed_schedule, tmp_path):
     rounds = [s.split("/")[0] for s in submitted]
     assert rounds == sorted(rounds) and len(set(rounds)) == 6
     subprocess.run([str(out / "driver.sh"), "round-0003"], check=True, env=env, capture_output=True, timeout=60)
-    assert all(s.startswith("round-0003/") for s in log.read_text().split()[len(submitted):])
+    assert all(s.startswith("round-0003/") for s in log.read_text().split()[len(submitted) :])
 
 
 # ----------------------------------------------------------------- the launch wrapper
 
+
 @pytest.mark.parametrize("shell", ["/bin/sh", "/bin/bash"])
 def test_launch_wrapper_forwards_sigterm_for_checkpoints(tmp_path, shell):
-    job = ("import os, signal, sys, time, pathlib\n"
-           "d = pathlib.Path(sys.argv[1])\n"
-           "def stop(*_):\n"
-           "    (d / (os.environ['ROTA_JOB_ID'] + '.ckpt')).write_text(os.environ['ROTA_PLANNED_STEPS'])\n"
-           "    sys.exit(0)\n"
-           "signal.signal(signal.SIGTERM, stop)\n"
-           "(d / (os.environ['ROTA_JOB_ID'] + '.started')).touch()\n"
-           "time.sleep(30)\n")
+    job = (
+        "import os, signal, sys, time, pathlib\n"
+        "d = pathlib.Path(sys.argv[1])\n"
+        "def stop(*_):\n"
+        "    (d / (os.environ['ROTA_JOB_ID'] + '.ckpt')).write_text(os.environ['ROTA_PLANNED_STEPS'])\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "(d / (os.environ['ROTA_JOB_ID'] + '.started')).touch()\n"
+        "time.sleep(30)\n"
+    )
     (tmp_path / "job.py").write_text(job)
     command = f"{shlex.quote(sys.executable)} {tmp_path / 'job.py'} {tmp_path}"
-    script = launch_script([(command, {"ROTA_JOB_ID": "a", "ROTA_PLANNED_STEPS": "7"}),
-                            (command, {"ROTA_JOB_ID": "b", "ROTA_PLANNED_STEPS": "9"})])
+    script = launch_script(
+        [
+            (command, {"ROTA_JOB_ID": "a", "ROTA_PLANNED_STEPS": "7"}),
+            (command, {"ROTA_JOB_ID": "b", "ROTA_PLANNED_STEPS": "9"}),
+        ]
+    )
     # its own process group, as a batch script or a container's PID 1 has
     proc = subprocess.Popen([shell, "-c", script], start_new_session=True)
     deadline = time.monotonic() + 20
@@ -214,6 +265,7 @@ def test_launch_wrapper_forwards_sigterm_for_checkpoints(tmp_path, shell):
 
 
 # ----------------------------------------------------------------- Kubernetes
+
 
 def load_manifests(folder: Path) -> list[tuple[Path, dict]]:
     out = []
@@ -235,8 +287,16 @@ def pod_templates(doc: dict) -> list[dict]:
 @pytest.mark.parametrize("gang", ["volcano", "kueue"])
 def test_kubernetes_manifests(packed_schedule, tmp_path, gang):
     ctx = load_context(packed_schedule)
-    export_schedule("kubernetes", ctx, tmp_path, gang=gang, queue="team-a", namespace="ml",
-                    label_key="example.com/gpu", gpu_product=["v100=Tesla-V100-SXM2-16GB"])
+    export_schedule(
+        "kubernetes",
+        ctx,
+        tmp_path,
+        gang=gang,
+        queue="team-a",
+        namespace="ml",
+        label_key="example.com/gpu",
+        gpu_product=["v100=Tesla-V100-SXM2-16GB"],
+    )
     by_round: dict[int, list[dict]] = {}
     kinds = set()
     for path, doc in load_manifests(tmp_path):
@@ -251,8 +311,12 @@ def test_kubernetes_manifests(packed_schedule, tmp_path, gang):
         else:
             assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "team-a" and doc["spec"]["suspend"] is True
         ann = meta["annotations"]
-        a = {"jobs": ann["rota/jobs"].split(","), "worker_type": ann["rota/worker-type"],
-             "gpus": _gpus(ann["rota/gpus"]), "planned_steps": json.loads(ann["rota/planned-steps"])}
+        a = {
+            "jobs": ann["rota/jobs"].split(","),
+            "worker_type": ann["rota/worker-type"],
+            "gpus": _gpus(ann["rota/gpus"]),
+            "planned_steps": json.loads(ann["rota/planned-steps"]),
+        }
         nodes = list(dict.fromkeys(g["node"] for g in a["gpus"]))
         assert len(pods) == len(nodes)
         for pod, node in zip(pods, nodes):
@@ -289,8 +353,9 @@ def test_manifest_checker_catches_mistakes(packed_schedule, tmp_path):
         "is not valid": lambda d: d["metadata"].update(name="Bad_Name"),
         "required field missing": lambda d: d["spec"]["template"]["spec"]["containers"][0].pop("image"),
         "must be one of": lambda d: d["spec"]["template"]["spec"].update(restartPolicy="Always"),
-        "invalid quantity": lambda d: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
-        .update({"nvidia.com/gpu": "two"}),
+        "invalid quantity": lambda d: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(
+            {"nvidia.com/gpu": "two"}
+        ),
         "invalid label value": lambda d: d["metadata"]["labels"].update(x="not ok!"),
         "expected an integer": lambda d: d["spec"].update(backoffLimit="0"),
         "unsupported apiVersion": lambda d: d.update(apiVersion="batch/v2"),
@@ -300,12 +365,17 @@ def test_manifest_checker_catches_mistakes(packed_schedule, tmp_path):
         mutate(broken)
         problems = check_manifest(broken)
         assert any(expected in p for p in problems), (expected, problems)
-    volcano = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "x"},
-               "spec": {"minAvailable": 3, "tasks": [{"name": "t", "replicas": 1, "template": doc["spec"]["template"]}]}}
+    volcano = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "x"},
+        "spec": {"minAvailable": 3, "tasks": [{"name": "t", "replicas": 1, "template": doc["spec"]["template"]}]},
+    }
     assert any("more than the 1 pods" in p for p in check_manifest(volcano))
 
 
 # ----------------------------------------------------------------- Ray
+
 
 def test_ray_plan(packed_schedule, tmp_path):
     export_schedule("ray", load_context(packed_schedule), tmp_path, accelerator_type=["t4=T4", "a100=A100-80G"])
@@ -322,29 +392,41 @@ def test_ray_plan(packed_schedule, tmp_path):
             assert sum(b["GPU"] for b in g["bundles"]) == int(env0["ROTA_NUM_GPUS"])
             assert all(j["command"] == COMMANDS[j["job_id"]] for j in g["jobs"])
             by_round.setdefault(rnd["index"], []).append(
-                {"jobs": [j["job_id"] for j in g["jobs"]], "worker_type": g["worker_type"],
-                 "gpus": _gpus(env0["ROTA_GPUS"]), "planned_steps": {j["job_id"]: j["planned_steps"] for j in g["jobs"]}})
+                {
+                    "jobs": [j["job_id"] for j in g["jobs"]],
+                    "worker_type": g["worker_type"],
+                    "gpus": _gpus(env0["ROTA_GPUS"]),
+                    "planned_steps": {j["job_id"]: j["planned_steps"] for j in g["jobs"]},
+                }
+            )
     assert any(len(g["bundles"]) == 2 for r in plan["rounds"] for g in r["groups"]), "a two-node gang"
     assert_round_trip(packed_schedule, rounds_from(by_round, packed_schedule))
     ast.parse((tmp_path / "ray_driver.py").read_text())
 
 
 def test_ray_runner_preempts_at_round_end(tmp_path):
-    job = ("import signal, sys, time, pathlib\n"
-           "signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path(sys.argv[1]).write_text('ckpt'), sys.exit(0)))\n"
-           "time.sleep(30)\n")
+    job = (
+        "import signal, sys, time, pathlib\n"
+        "signal.signal(signal.SIGTERM, lambda *_: (pathlib.Path(sys.argv[1]).write_text('ckpt'), sys.exit(0)))\n"
+        "time.sleep(30)\n"
+    )
     (tmp_path / "job.py").write_text(job)
-    stubborn = f"{shlex.quote(sys.executable)} -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)'"
-    commands = [{"command": f"{shlex.quote(sys.executable)} {tmp_path / 'job.py'} {tmp_path / 'ckpt'}", "env": {}},
-                {"command": stubborn, "env": {}}, {"command": "exit 3", "env": {}}]
+    ignore_term = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(30)"
+    stubborn = f"{shlex.quote(sys.executable)} -c {shlex.quote(ignore_term)}"
+    commands = [
+        {"command": f"{shlex.quote(sys.executable)} {tmp_path / 'job.py'} {tmp_path / 'ckpt'}", "env": {}},
+        {"command": stubborn, "env": {}},
+        {"command": "exit 3", "env": {}},
+    ]
     started = time.monotonic()
     codes = run_commands(commands, round_s=1.2, grace_s=0.6, poll_s=0.05)
     assert time.monotonic() - started < 6
-    assert codes[0] == 0 and (tmp_path / "ckpt").read_text() == "ckpt"   # checkpointed on SIGTERM
-    assert codes[1] != 0 and codes[2] == 3                                # killed at the end; own failure
+    assert codes[0] == 0 and (tmp_path / "ckpt").read_text() == "ckpt"  # checkpointed on SIGTERM
+    assert codes[1] != 0 and codes[2] == 3  # killed at the end; own failure
 
 
 # ----------------------------------------------------------------- CSV
+
 
 def test_flat_csv(packed_schedule, tmp_path):
     export_schedule("csv", load_context(packed_schedule), tmp_path)
@@ -353,9 +435,15 @@ def test_flat_csv(packed_schedule, tmp_path):
     for row in rows:
         assert row["command"] == COMMANDS[row["job_id"]] and row["round_s"] == "360"
         key = (int(row["round"]), row["job_id"])
-        a = grouped.setdefault(key, {"jobs": sorted([row["job_id"], *filter(None, row["co_located_with"].split(";"))]),
-                                     "worker_type": row["worker_type"], "gpus": [],
-                                     "planned_steps": {}})
+        a = grouped.setdefault(
+            key,
+            {
+                "jobs": sorted([row["job_id"], *filter(None, row["co_located_with"].split(";"))]),
+                "worker_type": row["worker_type"],
+                "gpus": [],
+                "planned_steps": {},
+            },
+        )
         a["gpus"].append({"node": row["node"], "gpu": int(row["gpu"])})
         a["planned_steps"][row["job_id"]] = int(row["planned_steps"])
     merged: dict[tuple[int, tuple], dict] = {}
@@ -376,9 +464,15 @@ def test_flat_csv(packed_schedule, tmp_path):
 
 # ----------------------------------------------------------------- commands and errors
 
+
 def test_commands_from_next_round_schedule_without_job_list(tmp_path):
-    step = next_round(TABLE, CLUSTER, jobs=JOBS, rounds=2,
-                      inputs={"table": DATA / "throughputs.csv", "cluster": DATA / "cluster.yaml"})
+    step = next_round(
+        TABLE,
+        CLUSTER,
+        jobs=JOBS,
+        rounds=2,
+        inputs={"table": DATA / "throughputs.csv", "cluster": DATA / "cluster.yaml"},
+    )
     path = tmp_path / "next.json"
     write_schedule(step.schedule, path)
     ctx = load_context(path)
@@ -410,6 +504,7 @@ def _app():
     @app.command("noop")
     def noop():
         pass
+
     return app
 
 

@@ -1,12 +1,13 @@
 """`fifo --gavel-compat`: Gavel HEAD's FIFO base mode across calls (spec §4.4 [HEAD], §11.3)."""
+
 from __future__ import annotations
 
 import pytest
 from conftest import make_problem
 
-from planner.policies import make_policy
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
 from planner.formats.trace import GeneratorConfig, JobGenerator
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
+from planner.policies import make_policy
 
 TYPES = ["k80", "p100", "v100"]
 
@@ -24,8 +25,11 @@ def placed(problem, x):
 def test_filling_v100_delists_the_drawn_type():
     # Random(2) first draws 0: filling v100 delists k80, v100 stays last in the list and takes everyone.
     problem = jobs(["a", "b", "c"])
-    assert placed(problem, make_policy("fifo", seed=2, gavel_compat=True).allocate(problem).x) == \
-        {"a": "v100", "b": "v100", "c": "v100"}
+    assert placed(problem, make_policy("fifo", seed=2, gavel_compat=True).allocate(problem).x) == {
+        "a": "v100",
+        "b": "v100",
+        "c": "v100",
+    }
     # Random(5) first draws 2: v100 itself is delisted, so the next job lands on p100.
     got = placed(problem, make_policy("fifo", seed=5, gavel_compat=True).allocate(problem).x)
     assert got["a"] == "v100" and got["b"] == "p100"
@@ -55,24 +59,34 @@ def gavel_table(gavel_dir):
     return import_gavel(gavel_dir / "simulation_throughputs.json")
 
 
-@pytest.mark.parametrize("seed,expected", [
-    (0, (38.769, 167.170, 0.2602, 57.7)),
-    (1, (49.371, 184.104, 0.2844, 54.3)),
-])
+@pytest.mark.parametrize(
+    "seed,expected",
+    [
+        (0, (38.769, 167.170, 0.2602, 57.7)),
+        (1, (49.371, 184.104, 0.2844, 54.3)),
+    ],
+)
 def test_gavel_static_fifo(gavel_table, seed, expected):
     gen = JobGenerator(gavel_table, GeneratorConfig(seed=seed))
-    m = run_simulation(gavel_table, parse_cluster("4:4:4"), Workload(generator=gen, num_jobs=30),
-                       SimulationConfig(policy="fifo", seed=seed, gavel_compat=True)).metrics
-    got = (m["jct_s"]["mean"] / 3600, m["makespan_s"] / 3600, m["utilisation"]["all"],
-           100 * m["lease_extension_rate"])
+    m = run_simulation(
+        gavel_table,
+        parse_cluster("4:4:4"),
+        Workload(generator=gen, num_jobs=30),
+        SimulationConfig(policy="fifo", seed=seed, gavel_compat=True),
+    ).metrics
+    got = (m["jct_s"]["mean"] / 3600, m["makespan_s"] / 3600, m["utilisation"]["all"], 100 * m["lease_extension_rate"])
     for value, want, tol in zip(got, expected, (5e-4, 5e-4, 5e-5, 0.05)):
         assert abs(value - want) <= tol, (got, expected)
 
 
 def test_gavel_static_multi_gpu_fifo(gavel_table):
     gen = JobGenerator(gavel_table, GeneratorConfig(seed=0, multi_gpu=True))
-    m = run_simulation(gavel_table, parse_cluster("8:8:8"), Workload(generator=gen, num_jobs=30),
-                       SimulationConfig(policy="fifo", seed=0, gavel_compat=True)).metrics
+    m = run_simulation(
+        gavel_table,
+        parse_cluster("8:8:8"),
+        Workload(generator=gen, num_jobs=30),
+        SimulationConfig(policy="fifo", seed=0, gavel_compat=True),
+    ).metrics
     got = (m["jct_s"]["mean"] / 3600, m["makespan_s"] / 3600, m["utilisation"]["all"])
     for value, want, tol in zip(got, (45.108, 209.875, 0.2526), (5e-4, 5e-4, 5e-5)):
         assert abs(value - want) <= tol, got
@@ -81,7 +95,11 @@ def test_gavel_static_multi_gpu_fifo(gavel_table):
 def test_gavel_continuous_fifo(gavel_table):
     # Above the v100 share (1/3): jobs spill onto p100 once v100 is full or delisted.
     gen = JobGenerator(gavel_table, GeneratorConfig(seed=0, rate_per_hour=0.4))
-    m = run_simulation(gavel_table, parse_cluster("4:4:4"), Workload(generator=gen),
-                       SimulationConfig(policy="fifo", seed=0, window=(20, 60), gavel_compat=True)).metrics
+    m = run_simulation(
+        gavel_table,
+        parse_cluster("4:4:4"),
+        Workload(generator=gen),
+        SimulationConfig(policy="fifo", seed=0, window=(20, 60), gavel_compat=True),
+    ).metrics
     assert abs(m["jct_s"]["mean"] / 3600 - 13.718) <= 5e-4
     assert abs(m["utilisation"]["all"] - 0.3772) <= 5e-5

@@ -1,11 +1,12 @@
 """Cluster spec and job list validation."""
+
 from __future__ import annotations
 
 import pytest
-
 from conftest import DATA
-from planner.formats.cluster import cluster_from_dict, read_cluster
+
 from planner.errors import InputError
+from planner.formats.cluster import cluster_from_dict, read_cluster
 from planner.formats.jobs import read_jobs
 from planner.formats.table import read_table
 
@@ -18,17 +19,28 @@ def test_example_cluster():
     assert cluster.total_gpus == 20
 
 
-@pytest.mark.parametrize("spec,field,message", [
-    ({"worker_types": {"v100": {"gpus": 0}}}, "worker_types.v100.gpus", "positive"),
-    ({"worker_types": {"v100": {"gpus": 6, "gpus_per_node": 4}}}, "worker_types.v100.gpus_per_node", "split"),
-    ({"worker_types": {"v100": {"gpus": 4, "nodes": ["a", "b"]}}}, "worker_types.v100.nodes", "1 node"),
-    ({"worker_types": {"v100": {"gpus": 2, "colour": 1}}}, "worker_types.v100.colour", "unknown key"),
-    ({"worker_types": {"v100": {"gpus": 2, "cost_per_gpu_hour": -1}}}, "worker_types.v100.cost_per_gpu_hour", "non-negative"),
-    ({"worker_types": {}}, "worker_types", "at least one"),
-    ({"worker_types": {"a": {"gpus": 1, "nodes": ["n"]}, "b": {"gpus": 1, "nodes": ["n"]}}}, "worker_types.b.nodes", "also used"),
-    ({"worker_types": {"a": 2}, "format": "v0"}, "format", "unsupported"),
-    ({"worker_types": {"a": {"gpus_per_node": 2}}}, "worker_types.a.gpus", "required"),
-])
+@pytest.mark.parametrize(
+    "spec,field,message",
+    [
+        ({"worker_types": {"v100": {"gpus": 0}}}, "worker_types.v100.gpus", "positive"),
+        ({"worker_types": {"v100": {"gpus": 6, "gpus_per_node": 4}}}, "worker_types.v100.gpus_per_node", "split"),
+        ({"worker_types": {"v100": {"gpus": 4, "nodes": ["a", "b"]}}}, "worker_types.v100.nodes", "1 node"),
+        ({"worker_types": {"v100": {"gpus": 2, "colour": 1}}}, "worker_types.v100.colour", "unknown key"),
+        (
+            {"worker_types": {"v100": {"gpus": 2, "cost_per_gpu_hour": -1}}},
+            "worker_types.v100.cost_per_gpu_hour",
+            "non-negative",
+        ),
+        ({"worker_types": {}}, "worker_types", "at least one"),
+        (
+            {"worker_types": {"a": {"gpus": 1, "nodes": ["n"]}, "b": {"gpus": 1, "nodes": ["n"]}}},
+            "worker_types.b.nodes",
+            "also used",
+        ),
+        ({"worker_types": {"a": 2}, "format": "v0"}, "format", "unsupported"),
+        ({"worker_types": {"a": {"gpus_per_node": 2}}}, "worker_types.a.gpus", "required"),
+    ],
+)
 def test_bad_cluster(spec, field, message):
     with pytest.raises(InputError) as info:
         cluster_from_dict(spec, path="c.yaml")
@@ -64,17 +76,20 @@ def test_example_jobs(inputs):
     assert lm.total_steps == pytest.approx(3600 * table.solo("a100", lm.job_type))
 
 
-@pytest.mark.parametrize("body,field,message", [
-    ("a,Unknown,32,1,100", "model", "unknown model"),
-    ("a,ResNet-18,7,1,100", "batch_size", "unknown job type"),
-    ("a,ResNet-18,64,16,100", "scale_factor", "larger than any worker type"),
-    ("a,ResNet-18,64,1,100\na,ResNet-18,64,1,50", "job_id", "duplicate job id"),
-    ("a,ResNet-18,64,1,-5", "total_steps", "positive"),
-    ("a,ResNet-18,64,1,nan", "total_steps", "NaN"),
-    ("a,ResNet-18,64,1,", "total_steps", "exactly one"),
-    (",ResNet-18,64,1,10", "job_id", "required"),
-    ("a,Recommendation,1024,2,10", "batch_size", "unknown job type"),
-])
+@pytest.mark.parametrize(
+    "body,field,message",
+    [
+        ("a,Unknown,32,1,100", "model", "unknown model"),
+        ("a,ResNet-18,7,1,100", "batch_size", "unknown job type"),
+        ("a,ResNet-18,64,16,100", "scale_factor", "larger than any worker type"),
+        ("a,ResNet-18,64,1,100\na,ResNet-18,64,1,50", "job_id", "duplicate job id"),
+        ("a,ResNet-18,64,1,-5", "total_steps", "positive"),
+        ("a,ResNet-18,64,1,nan", "total_steps", "NaN"),
+        ("a,ResNet-18,64,1,", "total_steps", "exactly one"),
+        (",ResNet-18,64,1,10", "job_id", "required"),
+        ("a,Recommendation,1024,2,10", "batch_size", "unknown job type"),
+    ],
+)
 def test_bad_jobs(tmp_path, inputs, body, field, message):
     table, cluster = inputs
     path = write_jobs(tmp_path, body)
@@ -95,8 +110,10 @@ def test_job_that_fits_nowhere(tmp_path, inputs):
 def test_jobs_json_and_unknown_column(tmp_path, inputs):
     table, cluster = inputs
     path = tmp_path / "jobs.json"
-    path.write_text('{"format": "rota.jobs/v1", "jobs": [{"job_id": "x", "model": "LM", "batch_size": 20, '
-                    '"total_steps": 1000, "priority_weight": 2}]}')
+    path.write_text(
+        '{"format": "rota.jobs/v1", "jobs": [{"job_id": "x", "model": "LM", "batch_size": 20, '
+        '"total_steps": 1000, "priority_weight": 2}]}'
+    )
     jobs = read_jobs(path, table=table, cluster=cluster)
     assert jobs[0].priority_weight == 2 and jobs[0].scale_factor == 1
     bad = write_jobs(tmp_path, "a,LM,20,1,10,1", header="job_id,model,batch_size,scale_factor,total_steps,speed")

@@ -1,12 +1,13 @@
 """The direct HiGHS route for max-min fairness against the Pyomo formulation."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import SPEC_T, SPEC_TYPES, make_problem
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import SPEC_T, SPEC_TYPES, make_problem
 from planner.errors import InputError, SolverError
 from planner.policies import make_policy
 from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
@@ -26,8 +27,12 @@ def problems(draw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(problems(), st.sampled_from(["max_min_fairness", "max_min_fairness_perf"]), st.booleans(),
-       st.sampled_from(["ipm", "simplex"]))
+@given(
+    problems(),
+    st.sampled_from(["max_min_fairness", "max_min_fairness_perf"]),
+    st.booleans(),
+    st.sampled_from(["ipm", "simplex"]),
+)
 def test_direct_route_equals_pyomo(problem, name, aggregate, method):
     direct = make_policy(name, aggregate=aggregate, method=method).allocate(problem)
     pyomo = make_policy(name, aggregate=aggregate, method=method, lp_backend="pyomo").allocate(problem)
@@ -56,9 +61,16 @@ def test_job_that_runs_nowhere_gets_nothing():
 
 def test_infeasible_matrix_raises_solver_error():
     # x <= 1 and x >= 2 cannot both hold
-    lp = MatrixLP(cost=np.array([1.0]), lower=np.array([0.0]), upper=np.array([1.0]),
-                  row_start=np.array([0, 1], dtype=np.int32), row_index=np.array([0], dtype=np.int32),
-                  row_value=np.array([1.0]), row_lower=np.array([2.0]), row_upper=np.array([INF]))
+    lp = MatrixLP(
+        cost=np.array([1.0]),
+        lower=np.array([0.0]),
+        upper=np.array([1.0]),
+        row_start=np.array([0, 1], dtype=np.int32),
+        row_index=np.array([0], dtype=np.int32),
+        row_value=np.array([1.0]),
+        row_lower=np.array([2.0]),
+        row_upper=np.array([INF]),
+    )
     with pytest.raises(SolverError, match="not optimal"):
         solve_matrix(lp, method="ipm", policy="test")
 
@@ -67,11 +79,18 @@ def test_no_solver_banner_on_stdout():
     import subprocess
     import sys
 
-    code = ("import sys; sys.path.insert(0, '.');"
-            "from conftest import make_problem; from planner.policies import make_policy;"
-            "make_policy('max_min_fairness_perf').allocate(make_problem([[1.0, 2.0]], [1, 1]))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=str(__import__("pathlib").Path(__file__).parent))
+    code = (
+        "import sys; sys.path.insert(0, '.');"
+        "from conftest import make_problem; from planner.policies import make_policy;"
+        "make_policy('max_min_fairness_perf').allocate(make_problem([[1.0, 2.0]], [1, 1]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=str(__import__("pathlib").Path(__file__).parent),
+    )
     assert out.stdout == ""
 
 
@@ -86,9 +105,22 @@ def packed_problems(draw):
 
     m = draw(st.integers(1, 3))
     names = [f"w{j}" for j in range(m)]
-    kinds = draw(st.lists(st.sampled_from([JobType("A", None, 1), JobType("B", None, 1), JobType("C", None, 1),
-                                           JobType("A", None, 2), JobType("B", None, 2)]),
-                          min_size=1, max_size=4, unique=True))
+    kinds = draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    JobType("A", None, 1),
+                    JobType("B", None, 1),
+                    JobType("C", None, 1),
+                    JobType("A", None, 2),
+                    JobType("B", None, 2),
+                ]
+            ),
+            min_size=1,
+            max_size=4,
+            unique=True,
+        )
+    )
     records, solo = [], {}
     for w in names:
         for jt in kinds:
@@ -99,9 +131,15 @@ def packed_problems(draw):
                 if a.scale_factor != b.scale_factor or not draw(st.booleans()):
                     continue
                 for own, partner in ((a, b), (b, a)) if a != b else ((a, a),):
-                    records.append(dict(worker_type=w, model=own.model, scale_factor=own.scale_factor,
-                                        partner_model=partner.model,
-                                        throughput=solo[w, own] * draw(st.sampled_from([0.4, 0.6, 0.9]))))
+                    records.append(
+                        dict(
+                            worker_type=w,
+                            model=own.model,
+                            scale_factor=own.scale_factor,
+                            partner_model=partner.model,
+                            throughput=solo[w, own] * draw(st.sampled_from([0.4, 0.6, 0.9])),
+                        )
+                    )
     table = ThroughputTable.from_records(records)
     assume(table.has_pairs())  # without pair rows a packed policy refuses the input (tested elsewhere)
     n = draw(st.integers(1, 8))
@@ -120,8 +158,9 @@ def packed_problems(draw):
 @given(packed_problems(), st.booleans(), st.sampled_from(["ipm", "simplex"]))
 def test_packed_direct_route_equals_pyomo(problem, aggregate, method):
     direct = make_policy("max_min_fairness_packed", aggregate=aggregate, method=method).allocate(problem)
-    pyomo = make_policy("max_min_fairness_packed", aggregate=aggregate, method=method,
-                        lp_backend="pyomo").allocate(problem)
+    pyomo = make_policy("max_min_fairness_packed", aggregate=aggregate, method=method, lp_backend="pyomo").allocate(
+        problem
+    )
     assert direct.objective == pytest.approx(pyomo.objective, rel=1e-9, abs=1e-9)
     np.testing.assert_allclose(direct.x, pyomo.x, atol=1e-9)
     assert direct.pair_x.keys() == pyomo.pair_x.keys()
@@ -131,8 +170,7 @@ def test_packed_direct_route_equals_pyomo(problem, aggregate, method):
 
 
 @settings(max_examples=60, deadline=None)
-@given(problems(), st.sampled_from(["finish_time_fairness", "finish_time_fairness_perf"]), st.booleans(),
-       st.data())
+@given(problems(), st.sampled_from(["finish_time_fairness", "finish_time_fairness_perf"]), st.booleans(), st.data())
 def test_ftf_direct_route_equals_pyomo(problem, name, aggregate, data):
     # FTF bisects with warm-started dual simplex: same matrix, same order, same probes -> same point
     assume((problem.throughput > 0).any(axis=1).all())  # a job that can run nowhere has no finish time

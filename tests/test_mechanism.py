@@ -1,23 +1,24 @@
 """Round mechanism: priorities, deficits, gang placement, lease extension, and
 property tests over random clusters (hypothesis)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import make_problem
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import make_problem
 from planner.formats.cluster import cluster_from_dict
-from planner.rounds.engine import EngineConfig, run_engine
 from planner.formats.jobs import Job
-from planner.rounds.mechanism import FreeGpus, RoundMechanism, visiting_order
+from planner.formats.table import JobType, ThroughputTable
 from planner.policies import POLICY_NAMES, make_policy
+from planner.rounds.engine import EngineConfig, run_engine
+from planner.rounds.mechanism import FreeGpus, RoundMechanism, visiting_order
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
 SOLO_POLICIES = [p for p in POLICY_NAMES if "packed" not in p and p != "gandiva"]
 SINGLE_GPU_ONLY = {"allox"}
-from planner.formats.table import JobType, ThroughputTable
 
 
 def one_type(gpus, per_node):
@@ -96,18 +97,23 @@ def test_visiting_order_is_fastest_first_from_data():
 def test_plan_follows_allocation_over_rounds():
     # Two identical jobs on one GPU of a fast and one of a slow type: LAS gives
     # each half of each; over many rounds each job's time on the fast GPU ~ 1/2.
-    table = ThroughputTable.from_records([
-        {"worker_type": "fast", "model": "m", "scale_factor": 1, "throughput": 2.0},
-        {"worker_type": "slow", "model": "m", "scale_factor": 1, "throughput": 1.0}])
+    table = ThroughputTable.from_records(
+        [
+            {"worker_type": "fast", "model": "m", "scale_factor": 1, "throughput": 2.0},
+            {"worker_type": "slow", "model": "m", "scale_factor": 1, "throughput": 1.0},
+        ]
+    )
     cluster = cluster_from_dict({"worker_types": {"fast": 1, "slow": 1}})
     jobs = [Job(f"j{i}", JobType("m", None), total_steps=1e9) for i in range(2)]
-    result = run_engine(jobs, table, cluster, make_policy("max_min_fairness_perf"),
-                        EngineConfig(round_s=10, max_rounds=200))
+    result = run_engine(
+        jobs, table, cluster, make_policy("max_min_fairness_perf"), EngineConfig(round_s=10, max_rounds=200)
+    )
     fast = sum(1 for r in result.rounds for p in r.placements if p.worker_type == "fast" and p.jobs == ("j0",))
     assert abs(fast / len(result.rounds) - 0.5) < 0.05
 
 
 # ----------------------------------------------------------------- properties
+
 
 @st.composite
 def scenarios(draw):
@@ -115,16 +121,26 @@ def scenarios(draw):
     types = {}
     for t in range(n_types):
         per_node = draw(st.sampled_from([1, 2, 4]))
-        types[f"t{t}"] = {"gpus": per_node * draw(st.integers(1, 3)), "gpus_per_node": per_node,
-                          "cost_per_gpu_hour": draw(st.floats(0.1, 5.0))}
+        types[f"t{t}"] = {
+            "gpus": per_node * draw(st.integers(1, 3)),
+            "gpus_per_node": per_node,
+            "cost_per_gpu_hour": draw(st.floats(0.1, 5.0)),
+        }
     n_models = draw(st.integers(1, 3))
     records = []
     for mi in range(n_models):
         for s in (1, 2, 4):
             for name in types:
                 rate = draw(st.one_of(st.just(0.0), st.floats(0.05, 20.0)))
-                records.append({"worker_type": name, "model": f"m{mi}", "scale_factor": s,
-                                "throughput": rate, "status": "ok" if rate > 0 else "oom"})
+                records.append(
+                    {
+                        "worker_type": name,
+                        "model": f"m{mi}",
+                        "scale_factor": s,
+                        "throughput": rate,
+                        "status": "ok" if rate > 0 else "oom",
+                    }
+                )
     table = ThroughputTable.from_records(records)
     cluster = cluster_from_dict({"worker_types": types})
     jobs = []
@@ -132,8 +148,11 @@ def scenarios(draw):
         jt = JobType(f"m{draw(st.integers(0, n_models - 1))}", None, draw(st.sampled_from([1, 2, 4])))
         if not any(table.solo(w, jt) > 0 and cluster.capacity(w) >= jt.scale_factor for w in types):
             continue
-        jobs.append(Job(f"j{i}", jt, total_steps=draw(st.floats(1.0, 3000.0)),
-                        priority_weight=draw(st.sampled_from([1.0, 2.0]))))
+        jobs.append(
+            Job(
+                f"j{i}", jt, total_steps=draw(st.floats(1.0, 3000.0)), priority_weight=draw(st.sampled_from([1.0, 2.0]))
+            )
+        )
     return table, cluster, jobs
 
 
@@ -152,10 +171,10 @@ def test_schedules_never_double_book_and_keep_gangs_whole(scenario, policy_name)
         assert r.end_s > r.start_s
         for p in r.placements:
             spec = cluster.worker_types[p.worker_type]
-            assert len(p.gpus) == by_id[p.jobs[0]].scale_factor        # gang complete
+            assert len(p.gpus) == by_id[p.jobs[0]].scale_factor  # gang complete
             assert len(set(p.gpus)) == len(p.gpus)
             assert all(node in spec.nodes and 0 <= g < spec.gpus_per_node for node, g in p.gpus)
-            assert not used.intersection(p.gpus)                       # no double booking
+            assert not used.intersection(p.gpus)  # no double booking
             used.update(p.gpus)
             assert not seen_jobs.intersection(p.jobs)
             seen_jobs.update(p.jobs)

@@ -1,4 +1,5 @@
 """The reference-model registry and one training step of every tiny config."""
+
 from __future__ import annotations
 
 import math
@@ -10,12 +11,14 @@ import models
 from models.registry import GAVEL_WORKLOADS, gpt_workload
 from planner.formats.table import model_label
 
-GAVEL_JOB_TYPES = ([f"ResNet-18 (batch size {b})" for b in (16, 32, 64, 128, 256)]
-                   + [f"ResNet-50 (batch size {b})" for b in (16, 32, 64, 128)]
-                   + [f"Transformer (batch size {b})" for b in (16, 32, 64, 128, 256)]
-                   + [f"LM (batch size {b})" for b in (5, 10, 20, 40, 80)]
-                   + [f"Recommendation (batch size {b})" for b in (512, 1024, 2048, 4096, 8192)]
-                   + ["A3C", "CycleGAN"])
+GAVEL_JOB_TYPES = (
+    [f"ResNet-18 (batch size {b})" for b in (16, 32, 64, 128, 256)]
+    + [f"ResNet-50 (batch size {b})" for b in (16, 32, 64, 128)]
+    + [f"Transformer (batch size {b})" for b in (16, 32, 64, 128, 256)]
+    + [f"LM (batch size {b})" for b in (5, 10, 20, 40, 80)]
+    + [f"Recommendation (batch size {b})" for b in (512, 1024, 2048, 4096, 8192)]
+    + ["A3C", "CycleGAN"]
+)
 
 
 def test_registry_has_gavels_26_job_types_in_order():
@@ -47,8 +50,11 @@ def test_listing_the_registry_does_not_import_torch():
 
 
 def _tiny_cases():
-    return [pytest.param(spec, bs, id=model_label(spec.model, bs)) for spec in models.workloads()
-            for bs in spec.batch_choices]
+    return [
+        pytest.param(spec, bs, id=model_label(spec.model, bs))
+        for spec in models.workloads()
+        for bs in spec.batch_choices
+    ]
 
 
 @pytest.mark.parametrize("spec,batch_size", _tiny_cases())
@@ -64,13 +70,16 @@ def test_every_tiny_config_runs_one_step(spec, batch_size):
     assert any(not torch.equal(b, a.detach()) for b, a in zip(before, after)), "no parameter was updated"
 
 
-@pytest.mark.parametrize("name,batch,shape", [
-    ("ResNet-18", 16, (16, 3, 32, 32)),       # CIFAR-10
-    ("ResNet-50", 16, (16, 3, 224, 224)),     # ImageNet
-    ("LM", 20, (20, 35)),                     # BPTT 35
-    ("Transformer", 32, (32, 32)),
-    ("A3C", None, (20, 4, 84, 84)),           # 20-step rollout of Atari frames
-])
+@pytest.mark.parametrize(
+    "name,batch,shape",
+    [
+        ("ResNet-18", 16, (16, 3, 32, 32)),  # CIFAR-10
+        ("ResNet-50", 16, (16, 3, 224, 224)),  # ImageNet
+        ("LM", 20, (20, 35)),  # BPTT 35
+        ("Transformer", 32, (32, 32)),
+        ("A3C", None, (20, 4, 84, 84)),  # 20-step rollout of Atari frames
+    ],
+)
 def test_real_shapes_are_the_default(name, batch, shape):
     pytest.importorskip("torch")
     assert models.BuildContext().scale == "full"

@@ -1,21 +1,31 @@
 """Packing end to end: co-located pairs share one GPU and progress at pair throughputs."""
+
 from __future__ import annotations
 
 import math
 
 from conftest import DATA
+
 from planner.formats.cluster import cluster_from_dict
-from planner.rounds.engine import EngineConfig, run_engine
 from planner.formats.jobs import Job
-from planner.policies import make_policy
 from planner.formats.table import JobType, read_table
+from planner.policies import make_policy
+from planner.rounds.engine import EngineConfig, run_engine
 
 
 def test_packed_plan_colocates_and_uses_pair_throughputs():
     table = read_table(DATA / "throughputs.csv")
     cluster = cluster_from_dict({"worker_types": {"a100": 2, "v100": 2, "t4": {"gpus": 4, "gpus_per_node": 2}}})
-    kinds = [("ResNet-18", 64), ("LM", 20), ("Recommendation", 1024), ("A3C", None), ("CycleGAN", None),
-             ("Transformer", 64), ("ResNet-50", 32), ("LM", 40)]
+    kinds = [
+        ("ResNet-18", 64),
+        ("LM", 20),
+        ("Recommendation", 1024),
+        ("A3C", None),
+        ("CycleGAN", None),
+        ("Transformer", 64),
+        ("ResNet-50", 32),
+        ("LM", 40),
+    ]
     jobs = [Job(f"{m}-{b}-{k}", JobType(m, b), total_steps=50_000) for k in range(2) for m, b in kinds]
     packed = run_engine(jobs, table, cluster, make_policy("max_min_fairness_packed"), EngineConfig())
     alone = run_engine(jobs, table, cluster, make_policy("max_min_fairness_perf"), EngineConfig())

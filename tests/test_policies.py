@@ -1,18 +1,19 @@
 """Policy optima: spec §11.1 reference numbers and hand-derived cases."""
+
 from __future__ import annotations
 
 import numpy as np
 import pyomo.environ as pyo
 import pytest
-
 from conftest import SPEC_T, SPEC_TYPES, make_problem
+
 from planner.errors import SolverError
 from planner.policies import POLICY_NAMES, make_policy
+from planner.policies.lp import AllocationLP
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
 SOLO_POLICIES = [p for p in POLICY_NAMES if "packed" not in p and p != "gandiva"]
 SINGLE_GPU_ONLY = {"allox"}
-from planner.policies.lp import AllocationLP
 
 
 def las_level(problem, x, perf=True):
@@ -22,11 +23,19 @@ def las_level(problem, x, perf=True):
     return np.min(problem.scale * y / (problem.weight * prop))
 
 
-@pytest.mark.parametrize("capacity,scale,expected", [
-    ([1, 2, 3], [1, 1], 48 / 31), ([1, 2, 3], [2, 1], 1.8),
-    ([4, 4, 4], [1, 1], 1.5), ([4, 4, 4], [2, 1], 1.5), ([4, 4, 4], [4, 1], 1.5),
-    ([4, 8, 6], [1, 1], 1.588235), ([4, 8, 6], [2, 1], 1.588235), ([4, 8, 6], [4, 1], 1.588235),
-])
+@pytest.mark.parametrize(
+    "capacity,scale,expected",
+    [
+        ([1, 2, 3], [1, 1], 48 / 31),
+        ([1, 2, 3], [2, 1], 1.8),
+        ([4, 4, 4], [1, 1], 1.5),
+        ([4, 4, 4], [2, 1], 1.5),
+        ([4, 4, 4], [4, 1], 1.5),
+        ([4, 8, 6], [1, 1], 1.588235),
+        ([4, 8, 6], [2, 1], 1.588235),
+        ([4, 8, 6], [4, 1], 1.588235),
+    ],
+)
 @pytest.mark.parametrize("method", ["ipm", "simplex"])
 def test_las_perf_matches_gavel_reference(capacity, scale, expected, method):
     problem = make_problem(SPEC_T, capacity, scale=scale, names=SPEC_TYPES)
@@ -140,6 +149,7 @@ def test_non_optimal_solve_is_an_error():
 
 def test_unknown_policy_names_the_choices():
     from planner.errors import InputError
+
     with pytest.raises(InputError, match="max_min_fairness_perf"):
         make_policy("nope")
 

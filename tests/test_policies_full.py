@@ -1,16 +1,17 @@
 """The full policy set: spec §11.1 values, state across calls, packing, bad inputs,
 and class aggregation against the per-job model (hypothesis)."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import SPEC_T, SPEC_TYPES, make_problem
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SPEC_T, SPEC_TYPES, make_problem
 from planner.errors import InputError
-from planner.policies import make_policy
 from planner.formats.table import JobType, ThroughputTable
+from planner.policies import make_policy
 
 
 def spec_problem(capacity, **kw):
@@ -104,8 +105,11 @@ def test_hierarchical_water_filling():
     problem.entity = ["A", "B", "B"]
     x = make_policy("max_min_fairness_water_filling", entity_weights={"A": 2, "B": 1}).allocate(problem).x
     assert x[:, 0] == pytest.approx([2 / 3, 1 / 6, 1 / 6], abs=1e-4)
-    x = make_policy("max_min_fairness_water_filling", entity_weights={"A": 1, "B": 1},
-                    entity_policies={"B": "fifo"}).allocate(problem).x
+    x = (
+        make_policy("max_min_fairness_water_filling", entity_weights={"A": 1, "B": 1}, entity_policies={"B": "fifo"})
+        .allocate(problem)
+        .x
+    )
     assert x[:, 0] == pytest.approx([1 / 2, 1 / 2, 0], abs=1e-4)  # B's oldest job takes B's share
 
 
@@ -120,12 +124,16 @@ def pair_table(pairs):
     records = []
     solo = {"v100": (2, 3), "p100": (1, 2), "k80": (0.5, 1)}
     for w, (a, b) in solo.items():
-        records += [dict(worker_type=w, model="A", scale_factor=1, throughput=a),
-                    dict(worker_type=w, model="B", scale_factor=1, throughput=b)]
+        records += [
+            dict(worker_type=w, model="A", scale_factor=1, throughput=a),
+            dict(worker_type=w, model="B", scale_factor=1, throughput=b),
+        ]
         if pairs:
             pa, pb = pairs[w]
-            records += [dict(worker_type=w, model="A", scale_factor=1, partner_model="B", throughput=pa),
-                        dict(worker_type=w, model="B", scale_factor=1, partner_model="A", throughput=pb)]
+            records += [
+                dict(worker_type=w, model="A", scale_factor=1, partner_model="B", throughput=pa),
+                dict(worker_type=w, model="B", scale_factor=1, partner_model="A", throughput=pb),
+            ]
     return ThroughputTable.from_records(records)
 
 
@@ -156,9 +164,15 @@ def test_packed_policy_without_pairs_is_an_error():
 
 def test_packed_capacity_and_time_hold():
     problem = packed_problem({"v100": (1.9, 2.9), "p100": (0.9, 1.9), "k80": (0.45, 0.9)})
-    for name in ("max_min_fairness_packed", "finish_time_fairness_packed", "min_total_duration_packed",
-                 "max_min_fairness_water_filling_packed", "max_sum_throughput_normalized_by_cost_packed_SLOs",
-                 "fifo_packed", "gandiva"):
+    for name in (
+        "max_min_fairness_packed",
+        "finish_time_fairness_packed",
+        "min_total_duration_packed",
+        "max_min_fairness_water_filling_packed",
+        "max_sum_throughput_normalized_by_cost_packed_SLOs",
+        "fifo_packed",
+        "gandiva",
+    ):
         alloc = make_policy(name).allocate(problem)
         pair_time = sum(alloc.pair_x.values()) if alloc.pair_x else np.zeros(3)
         per_job = alloc.x.sum(axis=1) + pair_time.sum()
@@ -169,8 +183,9 @@ def test_packed_capacity_and_time_hold():
 
 def test_allox_runs_jobs_to_completion_and_rejects_multi_gpu():
     policy = make_policy("allox")
-    problem = make_problem([[2, 1, 0.5], [3, 2, 1], [1, 1, 1], [4, 1, 0.1], [1, 1, 3]], [1, 1, 1],
-                           remaining=[100, 300, 50, 80, 400])
+    problem = make_problem(
+        [[2, 1, 0.5], [3, 2, 1], [1, 1, 1], [4, 1, 0.1], [1, 1, 3]], [1, 1, 1], remaining=[100, 300, 50, 80, 400]
+    )
     x = policy.allocate(problem).x
     assert (x.sum(axis=0) <= 1).all() and set(x.sum(axis=1)) <= {0.0, 1.0}
     again = policy.allocate(problem).x
@@ -234,8 +249,14 @@ def classy_problems(draw):
     return make_problem(tput, capacity, weight=weight, remaining=remaining)
 
 
-AGGREGATED = ["max_min_fairness", "max_min_fairness_perf", "max_sum_throughput_perf", "min_total_duration_perf",
-              "max_min_fairness_water_filling_perf", "max_sum_throughput_normalized_by_cost_perf"]
+AGGREGATED = [
+    "max_min_fairness",
+    "max_min_fairness_perf",
+    "max_sum_throughput_perf",
+    "min_total_duration_perf",
+    "max_min_fairness_water_filling_perf",
+    "max_sum_throughput_normalized_by_cost_perf",
+]
 
 
 @settings(max_examples=30, deadline=None)
@@ -266,19 +287,33 @@ def test_packed_with_mixed_scale_factors():
         for model in ("A", "B"):
             for s in (1, 2):
                 records.append(dict(worker_type=w, model=model, scale_factor=s, throughput=speed * s))
-            records.append(dict(worker_type=w, model=model, scale_factor=1, partner_model="B" if model == "A" else "A",
-                                throughput=speed * 0.8))
-        records += [dict(worker_type=w, model="A", scale_factor=2, partner_model="B", throughput=speed * 1.6),
-                    dict(worker_type=w, model="B", scale_factor=2, partner_model="A", throughput=speed * 1.6)]
+            records.append(
+                dict(
+                    worker_type=w,
+                    model=model,
+                    scale_factor=1,
+                    partner_model="B" if model == "A" else "A",
+                    throughput=speed * 0.8,
+                )
+            )
+        records += [
+            dict(worker_type=w, model="A", scale_factor=2, partner_model="B", throughput=speed * 1.6),
+            dict(worker_type=w, model="B", scale_factor=2, partner_model="A", throughput=speed * 1.6),
+        ]
     table = ThroughputTable.from_records(records)
-    types = [JobType("A", None, 1), JobType("B", None, 1), JobType("A", None, 2), JobType("B", None, 2),
-             JobType("A", None, 1)]
+    types = [
+        JobType("A", None, 1),
+        JobType("B", None, 1),
+        JobType("A", None, 2),
+        JobType("B", None, 2),
+        JobType("A", None, 1),
+    ]
     tput = [[table.solo(w, jt) for w in ("fast", "slow")] for jt in types]
     problem = make_problem(tput, [2, 2], scale=[jt.scale_factor for jt in types])
     problem.job_types, problem.table = types, table
     alloc = make_policy("max_min_fairness_packed", aggregate=False).allocate(problem)
     scale = {jid: s for jid, s in zip(problem.job_ids, problem.scale)}
-    for (a, b), row in alloc.pair_x.items():
+    for a, b in alloc.pair_x:
         assert scale[a] == scale[b]  # pairs only between equal scale factors
     per_job = alloc.x.sum(axis=1).copy()
     gpus = (problem.scale[:, None] * alloc.x).sum(axis=0)

@@ -1,4 +1,5 @@
 """`rota profile` through typer, registered on a local app as the main CLI does."""
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,21 @@ def test_list_devices_shows_the_cpu():
 
 
 def test_dry_run_prints_plan_and_estimate(tmp_path):
-    result = invoke("--dry-run", "--device-types", "cpu", "--scale", "tiny", "--models", "LM,A3C",
-                    "--scale-factors", "1", "--budget", "5", "--out", str(tmp_path / "t.csv"))
+    result = invoke(
+        "--dry-run",
+        "--device-types",
+        "cpu",
+        "--scale",
+        "tiny",
+        "--models",
+        "LM,A3C",
+        "--scale-factors",
+        "1",
+        "--budget",
+        "5",
+        "--out",
+        str(tmp_path / "t.csv"),
+    )
     assert result.exit_code == 0, result.output
     assert "Profiling plan" in result.output
     assert "27 measurements to run" in result.output  # 6 solo + 6*7/2 pairs
@@ -58,14 +72,17 @@ def test_dry_run_prints_plan_and_estimate(tmp_path):
     assert [m["mode"] for m in plan["measurements"]] == ["solo", "pair"] and plan["estimate_s"] > 0
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--models", "AlexNet"], "unknown model 'AlexNet'"),
-    (["--device-types", "tpu"], "no device of type tpu"),
-    (["--scale", "huge"], "--scale"),
-    (["--pairs", "LM@5"], "--pairs"),
-    (["--budget", "0"], "budget"),
-    (["--out", "table.txt"], ".csv or .parquet"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--models", "AlexNet"], "unknown model 'AlexNet'"),
+        (["--device-types", "tpu"], "no device of type tpu"),
+        (["--scale", "huge"], "--scale"),
+        (["--pairs", "LM@5"], "--pairs"),
+        (["--budget", "0"], "budget"),
+        (["--out", "table.txt"], ".csv or .parquet"),
+    ],
+)
 def test_user_errors_are_one_line(args, needle):
     result = invoke("--dry-run", "--device-types", "cpu", *args)
     assert result.exit_code == 2
@@ -77,8 +94,24 @@ def test_user_errors_are_one_line(args, needle):
 def test_tiny_run_writes_a_valid_table_and_resume_skips(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "t.csv"
-    args = ["--device-types", "cpu", "--scale", "tiny", "--models", "LM", "--batch-sizes", "5",
-            "--pairs", "LM@5+LM@5", "--scale-factors", "1", "--budget", "0.5", "--out", str(out)]
+    args = [
+        "--device-types",
+        "cpu",
+        "--scale",
+        "tiny",
+        "--models",
+        "LM",
+        "--batch-sizes",
+        "5",
+        "--pairs",
+        "LM@5+LM@5",
+        "--scale-factors",
+        "1",
+        "--budget",
+        "0.5",
+        "--out",
+        str(out),
+    ]
     result = invoke(*args)
     assert result.exit_code == 0, result.output
     table = read_table(out)
@@ -91,17 +124,39 @@ def test_tiny_run_writes_a_valid_table_and_resume_skips(tmp_path):
     pd.testing.assert_frame_equal(frame, read_table(out).to_frame())
 
 
-CLI = ("import sys, typer; sys.path.insert(0, {root!r}); from profiler.cli import profile_command;"
-       "app = typer.Typer(); app.command()(profile_command); app()")
+CLI = (
+    "import sys, typer; sys.path.insert(0, {root!r}); from profiler.cli import profile_command;"
+    "app = typer.Typer(); app.command()(profile_command); app()"
+)
 
 
 def test_ctrl_c_stops_cleanly_with_the_table_intact(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "t.csv"
-    proc = subprocess.Popen([sys.executable, "-c", CLI.format(root=str(ROOT)), "--device-types", "cpu",
-                             "--scale", "tiny", "--models", "LM", "--pairs", "none", "--scale-factors", "1",
-                             "--budget", "1", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            CLI.format(root=str(ROOT)),
+            "--device-types",
+            "cpu",
+            "--scale",
+            "tiny",
+            "--models",
+            "LM",
+            "--pairs",
+            "none",
+            "--scale-factors",
+            "1",
+            "--budget",
+            "1",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 90
     while not out.exists() and time.monotonic() < deadline:
         time.sleep(0.1)

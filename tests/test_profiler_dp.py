@@ -1,4 +1,5 @@
 """Data-parallel measurement: two gloo processes on the CPU "device"."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,8 +18,11 @@ from profiler.timing import TimingConfig  # noqa: E402
 def test_two_gloo_ranks_give_one_whole_job_row(tmp_path):
     cpu = DeviceType("cpu", "cpu", (0, 1), "test cpu", core_ids=(0, 1))
     task = Task(cpu, (JobRef(get("LM"), 5),), scale_factor=2)
-    options = RunOptions(out=tmp_path / "t.csv", scale="tiny",
-                         timing=TimingConfig(warmup_steps=2, window_s=0.05, min_windows=3, budget_s=1.0))
+    options = RunOptions(
+        out=tmp_path / "t.csv",
+        scale="tiny",
+        timing=TimingConfig(warmup_steps=2, window_s=0.05, min_windows=3, budget_s=1.0),
+    )
     jobs = worker_jobs(task, options)
     assert [j.cpu_set for j in jobs] == [(0,), (1,)]  # one CPU worker (core) per rank
     results = run_group(jobs, "data_parallel", timeout_s=120)

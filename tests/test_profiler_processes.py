@@ -1,4 +1,5 @@
 """Pair orchestration, OOM and crash handling with fake workloads (no torch needed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,7 @@ def test_pair_measures_both_sides_while_both_run():
 
 @pytest.mark.parametrize("at", ["build", "step"])
 def test_oom_on_one_side_marks_the_pair_and_stops_the_other(at):
-    ok_side, oom_side = run_group([job("build_busy", step_s=0.003), job("build_oom", at=at)], "pair",
-                                  timeout_s=60)
+    ok_side, oom_side = run_group([job("build_busy", step_s=0.003), job("build_oom", at=at)], "pair", timeout_s=60)
     assert oom_side.status == "oom" and "out of memory" in oom_side.message
     assert ok_side.status == "failed" and "another process" in ok_side.message
 
@@ -46,8 +46,9 @@ def test_torch_cuda_oom_is_recognised():
 
 
 def test_a_hard_crash_is_failed_not_fatal(tmp_path):
-    crash, other = run_group([job("build_crash", exit_code=7), job("build_busy", step_s=0.003)], "pair",
-                             timeout_s=60, log_dir=tmp_path)
+    crash, other = run_group(
+        [job("build_crash", exit_code=7), job("build_busy", step_s=0.003)], "pair", timeout_s=60, log_dir=tmp_path
+    )
     assert crash.status == "failed" and "code 7" in crash.message
     assert other.status == "failed"
 

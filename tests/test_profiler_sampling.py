@@ -1,5 +1,6 @@
 """--pairs reference:K and budget:SECONDS: which pairs get measured, and the estimate
 that fills the rest (no torch needed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -60,21 +61,37 @@ def test_estimate_rest_fills_the_unmeasured_pairs(tmp_path):
     rows = []
     solo = {"A": 10.0, "B": 20.0, "C": 5.0, "D": 8.0}
     for model, rate in solo.items():
-        rows.append({"worker_type": "cpu", "model": model, "scale_factor": 1, "throughput": rate,
-                     "source": "measured"})
+        rows.append({"worker_type": "cpu", "model": model, "scale_factor": 1, "throughput": rate, "source": "measured"})
     # each job type measured against reference A only (and A with itself)
     for model in solo:
-        rows.append({"worker_type": "cpu", "model": model, "scale_factor": 1, "partner_model": "A",
-                     "throughput": solo[model] * 0.7, "source": "measured"})
+        rows.append(
+            {
+                "worker_type": "cpu",
+                "model": model,
+                "scale_factor": 1,
+                "partner_model": "A",
+                "throughput": solo[model] * 0.7,
+                "source": "measured",
+            }
+        )
         if model != "A":
-            rows.append({"worker_type": "cpu", "model": "A", "scale_factor": 1, "partner_model": model,
-                         "throughput": solo["A"] * 0.6, "source": "measured"})
+            rows.append(
+                {
+                    "worker_type": "cpu",
+                    "model": "A",
+                    "scale_factor": 1,
+                    "partner_model": model,
+                    "throughput": solo["A"] * 0.6,
+                    "source": "measured",
+                }
+            )
     measured = tmp_path / "t.csv"
     write_table(ThroughputTable.from_records(rows), measured)
 
     class Quiet:
         def print(self, *args, **kwargs):
             pass
+
     target = _estimate_rest(Quiet(), measured)
     full = read_table(target)
     estimated = [r for r in full.rows if r["status"] == "estimated"]

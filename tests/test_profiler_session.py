@@ -1,4 +1,5 @@
 """Running a plan: rows appended as they finish, OOM pairs recorded, resume after a kill."""
+
 from __future__ import annotations
 
 import os
@@ -28,8 +29,10 @@ def _csv(path: Path) -> pd.DataFrame:
 
 
 def fake_registry(oom_model: bool = False) -> tuple[WorkloadSpec, ...]:
-    specs = [WorkloadSpec("FakeA", "fakes", "profiler.fakes:build_busy", (8, 16), (1,), options={"step_s": 0.002}),
-             WorkloadSpec("FakeB", "fakes", "profiler.fakes:build_busy", (), (1,), options={"step_s": 0.004})]
+    specs = [
+        WorkloadSpec("FakeA", "fakes", "profiler.fakes:build_busy", (8, 16), (1,), options={"step_s": 0.002}),
+        WorkloadSpec("FakeB", "fakes", "profiler.fakes:build_busy", (), (1,), options={"step_s": 0.004}),
+    ]
     if oom_model:
         specs.append(WorkloadSpec("FakeOOM", "fakes", "profiler.fakes:build_oom", (4,), (1,)))
     return tuple(specs)
@@ -117,7 +120,7 @@ def test_kill_mid_table_then_resume_loses_and_duplicates_nothing(tmp_path):
     after = _csv(out)
     keys = ["worker_type", "model", "batch_size", "partner_model", "partner_batch_size"]
     assert not after.duplicated(keys).any()
-    assert len(table) == 3 + 3 * 2 + 3   # 3 solo; pairs of 3 job types: 3 mixed x 2 rows + 3 self rows
+    assert len(table) == 3 + 3 * 2 + 3  # 3 solo; pairs of 3 job types: 3 mixed x 2 rows + 3 self rows
     # Rows measured before the kill are kept as they were.
     merged = before.merge(after, on=keys, suffixes=("_before", "_after"))
     assert len(merged) == len(before)

@@ -1,4 +1,5 @@
 """The timing loop against fake workloads whose step time is known."""
+
 from __future__ import annotations
 
 import math
@@ -7,8 +8,17 @@ import statistics
 import pytest
 
 from profiler.fakes import spin
-from profiler.timing import (HostClock, Measurement, Solo, TimingConfig, Verdict, WindowState, measure,
-                             quantile, relative_spread)
+from profiler.timing import (
+    HostClock,
+    Measurement,
+    Solo,
+    TimingConfig,
+    Verdict,
+    WindowState,
+    measure,
+    quantile,
+    relative_spread,
+)
 
 
 class FakeTime:
@@ -47,8 +57,8 @@ def test_constant_step_time_converges_with_exact_statistics():
     cfg = TimingConfig(warmup_steps=3, window_s=0.1, min_windows=5, budget_s=100)
     m = measure(lambda: None, cfg, clock=fake, now=fake.now)
     assert m.stop_reason == "converged"
-    assert len(m.window_steps) == 5            # stops as soon as min_windows agree
-    assert set(m.window_steps) == {10}          # 0.1 s windows of 0.01 s steps
+    assert len(m.window_steps) == 5  # stops as soon as min_windows agree
+    assert set(m.window_steps) == {10}  # 0.1 s windows of 0.01 s steps
     assert m.median == pytest.approx(0.01)
     assert m.iqr == pytest.approx(0.0)
     assert m.steps_per_s == pytest.approx(100.0)
@@ -101,8 +111,9 @@ def test_coordinator_can_discard_a_window():
             return Verdict(keep=self.seen != 2, stop=self.seen == 3, reason="partner" if self.seen == 3 else None)
 
     fake = FakeTime(lambda i: 0.01)
-    m = measure(lambda: None, TimingConfig(warmup_steps=1, window_s=0.05), clock=fake,
-                coordinator=DropSecond(), now=fake.now)
+    m = measure(
+        lambda: None, TimingConfig(warmup_steps=1, window_s=0.05), clock=fake, coordinator=DropSecond(), now=fake.now
+    )
     assert len(m.window_steps) == 2 and m.stop_reason == "partner"
 
 

@@ -1,5 +1,6 @@
 """The schedule validator: schedules the writers produce pass, and each rule catches
 its own deliberately broken schedule."""
+
 from __future__ import annotations
 
 import copy
@@ -7,31 +8,33 @@ import json
 
 import pytest
 import typer
+from conftest import DATA
 from typer.testing import CliRunner
 
-from conftest import DATA
 from planner.cli import user_errors
 from planner.cli.schedule import schedule_validate_command
 from planner.formats.cluster import cluster_from_dict, read_cluster
-from planner.rounds.engine import EngineConfig, run_engine
 from planner.formats.jobs import read_jobs
-from planner.modes.next_round import make_policy_from, next_round
 from planner.formats.schedule import build_schedule
 from planner.formats.schedule_check import KINDS, check_schedule
 from planner.formats.table import JobType, ThroughputTable, read_table
+from planner.modes.next_round import make_policy_from, next_round
+from planner.rounds.engine import EngineConfig, run_engine
 
 # fast: 2 nodes x 2 GPUs, slow: 1 node x 2 GPUs; 'b' cannot run on slow; a+b co-locate on fast only.
 CLUSTER = cluster_from_dict({"worker_types": {"fast": {"gpus": 4, "gpus_per_node": 2}, "slow": 2}})
-TABLE = ThroughputTable.from_records([
-    {"worker_type": "fast", "model": "a", "scale_factor": 1, "throughput": 2.0},
-    {"worker_type": "slow", "model": "a", "scale_factor": 1, "throughput": 1.0},
-    {"worker_type": "fast", "model": "b", "scale_factor": 1, "throughput": 2.0},
-    {"worker_type": "slow", "model": "b", "scale_factor": 1, "throughput": 0.0, "status": "oom"},
-    {"worker_type": "fast", "model": "g", "scale_factor": 2, "throughput": 3.0},
-    {"worker_type": "slow", "model": "g", "scale_factor": 2, "throughput": 1.5},
-    {"worker_type": "fast", "model": "a", "scale_factor": 1, "partner_model": "b", "throughput": 1.5},
-    {"worker_type": "fast", "model": "b", "scale_factor": 1, "partner_model": "a", "throughput": 1.2},
-])
+TABLE = ThroughputTable.from_records(
+    [
+        {"worker_type": "fast", "model": "a", "scale_factor": 1, "throughput": 2.0},
+        {"worker_type": "slow", "model": "a", "scale_factor": 1, "throughput": 1.0},
+        {"worker_type": "fast", "model": "b", "scale_factor": 1, "throughput": 2.0},
+        {"worker_type": "slow", "model": "b", "scale_factor": 1, "throughput": 0.0, "status": "oom"},
+        {"worker_type": "fast", "model": "g", "scale_factor": 2, "throughput": 3.0},
+        {"worker_type": "slow", "model": "g", "scale_factor": 2, "throughput": 1.5},
+        {"worker_type": "fast", "model": "a", "scale_factor": 1, "partner_model": "b", "throughput": 1.5},
+        {"worker_type": "fast", "model": "b", "scale_factor": 1, "partner_model": "a", "throughput": 1.2},
+    ]
+)
 TYPES = {"a1": JobType("a", None), "a2": JobType("a", None), "b1": JobType("b", None), "g1": JobType("g", None, 2)}
 
 
@@ -41,26 +44,46 @@ def gpus(*slots):
 
 def assignment(jobs, w, slots, steps):
     nodes = list(dict.fromkeys(n for n, _ in slots))
-    return {"jobs": jobs, "worker_type": w, "node": "+".join(nodes), "gpus": gpus(*slots),
-            "planned_steps": dict(zip(jobs, steps))}
+    return {
+        "jobs": jobs,
+        "worker_type": w,
+        "node": "+".join(nodes),
+        "gpus": gpus(*slots),
+        "planned_steps": dict(zip(jobs, steps)),
+    }
 
 
 def good() -> dict:
     return {
-        "format": "rota.schedule/v1", "round_s": 100.0,
-        "jobs": {"a1": {"arrival_s": 0.0, "total_steps": 500, "steps_done_at_start": 0, "scale_factor": 1},
-                 "a2": {"arrival_s": 0.0, "total_steps": 100.5, "steps_done_at_start": 85, "scale_factor": 1},
-                 "b1": {"arrival_s": 0.0, "total_steps": 500, "steps_done_at_start": 0, "scale_factor": 1},
-                 "g1": {"arrival_s": 50.0, "total_steps": 900, "steps_done_at_start": 0, "scale_factor": 2}},
+        "format": "rota.schedule/v1",
+        "round_s": 100.0,
+        "jobs": {
+            "a1": {"arrival_s": 0.0, "total_steps": 500, "steps_done_at_start": 0, "scale_factor": 1},
+            "a2": {"arrival_s": 0.0, "total_steps": 100.5, "steps_done_at_start": 85, "scale_factor": 1},
+            "b1": {"arrival_s": 0.0, "total_steps": 500, "steps_done_at_start": 0, "scale_factor": 1},
+            "g1": {"arrival_s": 50.0, "total_steps": 900, "steps_done_at_start": 0, "scale_factor": 2},
+        },
         "rounds": [
-            {"index": 4, "start_s": 0.0, "end_s": 100.0, "assignments": [
-                assignment(["a1"], "fast", [("fast-0", 0)], [200]),
-                assignment(["a2", "b1"], "fast", [("fast-0", 1)], [10, 120]),
-                assignment(["g1"], "slow", [("slow-0", 0), ("slow-0", 1)], [150]) | {}]},
-            {"index": 5, "start_s": 100.0, "end_s": 200.0, "assignments": [
-                assignment(["a1"], "slow", [("slow-0", 1)], [100]),
-                assignment(["g1"], "fast", [("fast-0", 1), ("fast-1", 0)], [300]),
-                assignment(["b1"], "fast", [("fast-1", 1)], [200])]},
+            {
+                "index": 4,
+                "start_s": 0.0,
+                "end_s": 100.0,
+                "assignments": [
+                    assignment(["a1"], "fast", [("fast-0", 0)], [200]),
+                    assignment(["a2", "b1"], "fast", [("fast-0", 1)], [10, 120]),
+                    assignment(["g1"], "slow", [("slow-0", 0), ("slow-0", 1)], [150]) | {},
+                ],
+            },
+            {
+                "index": 5,
+                "start_s": 100.0,
+                "end_s": 200.0,
+                "assignments": [
+                    assignment(["a1"], "slow", [("slow-0", 1)], [100]),
+                    assignment(["g1"], "fast", [("fast-0", 1), ("fast-1", 0)], [300]),
+                    assignment(["b1"], "fast", [("fast-1", 1)], [200]),
+                ],
+            },
         ],
     }
 
@@ -88,12 +111,14 @@ def _set(path, value):
         for key in path[:-1]:
             target = target[key]
         target[path[-1]] = value
+
     return mutate
 
 
 def _put(r, k, jobs, w, slots, steps):
     def mutate(s):
         s["rounds"][r]["assignments"][k] = assignment(jobs, w, slots, steps)
+
     return mutate
 
 
@@ -105,8 +130,8 @@ BROKEN = {
     "arrival": _set(["jobs", "g1", "arrival_s"], 50.0),
     "gang_size": _put(1, 1, ["g1"], "fast", [("fast-0", 1)], [300]),
     "gang_type": _put(1, 1, ["g1"], "fast", [("fast-0", 1), ("slow-0", 0)], [300]),
-    "pair": _put(1, 0, ["a1", "a2"], "slow", [("slow-0", 1)], [100, 5]),   # no a+a pair row
-    "throughput": _put(1, 0, ["b1"], "slow", [("slow-0", 1)], [100]),      # b is oom on slow
+    "pair": _put(1, 0, ["a1", "a2"], "slow", [("slow-0", 1)], [100, 5]),  # no a+a pair row
+    "throughput": _put(1, 0, ["b1"], "slow", [("slow-0", 1)], [100]),  # b is oom on slow
     "steps": _set(["rounds", 0, "assignments", 1, "planned_steps"], {"a2": 17, "b1": 120}),  # 15.5 left
     "rounds": _set(["rounds", 1, "index"], 7),
     "structure": _set(["rounds", 0, "assignments", 0, "planned_steps"], {}),
@@ -157,12 +182,21 @@ DEMO_JOBS = read_jobs(DATA / "jobs.csv", table=DEMO_TABLE, cluster=DEMO_CLUSTER)
 DEMO_TYPES = {j.job_id: j.job_type for j in DEMO_JOBS}
 
 
-@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "max_min_fairness_packed", "fifo",
-                                    "finish_time_fairness_perf", "min_total_duration_perf"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "max_min_fairness_perf",
+        "max_min_fairness_packed",
+        "fifo",
+        "finish_time_fairness_perf",
+        "min_total_duration_perf",
+    ],
+)
 def test_plan_schedules_are_valid(policy):
     result = run_engine(DEMO_JOBS, DEMO_TABLE, DEMO_CLUSTER, make_policy_from(policy, {}))
-    schedule = json.loads(json.dumps(build_schedule(result, inputs={}, policy=policy, options={},
-                                                    config=EngineConfig())))
+    schedule = json.loads(
+        json.dumps(build_schedule(result, inputs={}, policy=policy, options={}, config=EngineConfig()))
+    )
     assert check_schedule(schedule, DEMO_CLUSTER, table=DEMO_TABLE, job_types=DEMO_TYPES) == []
     # and a next-round schedule starting mid-way
     step = next_round(DEMO_TABLE, DEMO_CLUSTER, jobs=DEMO_JOBS, policy=policy, rounds=3)
@@ -173,6 +207,7 @@ def test_plan_schedules_are_valid(policy):
 
 # ----------------------------------------------------------------- command
 
+
 def _app():
     app = typer.Typer()
     app.command("validate")(user_errors(schedule_validate_command))
@@ -180,6 +215,7 @@ def _app():
     @app.command("noop")
     def noop():
         pass
+
     return app
 
 
@@ -188,15 +224,28 @@ def test_validate_command(tmp_path):
 
     runner = CliRunner()
     path = tmp_path / "s.json"
-    result = runner.invoke(main_app, ["plan", "--table", str(DATA / "throughputs.csv"), "--jobs",
-                                      str(DATA / "jobs.csv"), "--cluster", str(DATA / "cluster.yaml"),
-                                      "--policy", "max_min_fairness_packed", "--out", str(path)])
+    result = runner.invoke(
+        main_app,
+        [
+            "plan",
+            "--table",
+            str(DATA / "throughputs.csv"),
+            "--jobs",
+            str(DATA / "jobs.csv"),
+            "--cluster",
+            str(DATA / "cluster.yaml"),
+            "--policy",
+            "max_min_fairness_packed",
+            "--out",
+            str(path),
+        ],
+    )
     assert result.exit_code == 0, result.output
     ok = runner.invoke(_app(), ["validate", str(path)])
     assert ok.exit_code == 0 and "ok" in ok.output, ok.output
     schedule = json.loads(path.read_text())
     first = schedule["rounds"][0]["assignments"]
-    first[1]["gpus"] = first[0]["gpus"][:len(first[1]["gpus"])]  # double-book
+    first[1]["gpus"] = first[0]["gpus"][: len(first[1]["gpus"])]  # double-book
     schedule["rounds"][2]["index"] = 9
     path.write_text(json.dumps(schedule))
     bad = runner.invoke(_app(), ["validate", str(path), "--json"])

@@ -1,20 +1,21 @@
 """Simulator: hand-checked JCTs, conservation, windows, saturation, Gavel's §11.3 numbers, CLI."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from test_trace import cli_app, synthetic_table
 from typer.testing import CliRunner
 
-from planner.formats.cluster import cluster_from_dict
-from planner.rounds.engine import Placement, RoundRecord
 from planner.errors import InputError
+from planner.formats.cluster import cluster_from_dict
 from planner.formats.jobs import Job
-from planner.modes.metrics import LeaseCounter, distribution, utilisation
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
 from planner.formats.table import JobType, ThroughputTable
 from planner.formats.trace import GeneratorConfig, JobGenerator
-from test_trace import cli_app, synthetic_table
+from planner.modes.metrics import LeaseCounter, distribution, utilisation
+from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
+from planner.rounds.engine import Placement, RoundRecord
 
 A = JobType("A", None, 1)
 
@@ -61,8 +62,9 @@ def test_gavel_compat_waits_for_the_resolve_interval():
     table, cluster = one_gpu()
     jobs = [Job("a", A, 360.0), Job("b", A, 360.0, arrival_s=400.0), Job("c", A, 360.0, arrival_s=5000.0)]
     plain = {r["job_id"]: r["jct_s"] for r in simulate(table, cluster, jobs, policy="fifo_perf").jobs}
-    compat = {r["job_id"]: r["jct_s"] for r in
-              simulate(table, cluster, jobs, policy="fifo_perf", gavel_compat=True).jobs}
+    compat = {
+        r["job_id"]: r["jct_s"] for r in simulate(table, cluster, jobs, policy="fifo_perf", gavel_compat=True).jobs
+    }
     assert plain == {"a": 360.0, "b": 360.0, "c": 360.0}
     assert compat == {"a": 360.0, "b": 5360.0 - 400.0, "c": 5720.0 - 5000.0}
 
@@ -89,8 +91,9 @@ def test_window_of_an_endless_trace():
     table = synthetic_table()
     cluster = cluster_from_dict({"worker_types": {"v100": 4, "k80": 4}})
     gen = JobGenerator(table, GeneratorConfig(seed=1, rate_per_hour=0.1))
-    result = run_simulation(table, cluster, Workload(generator=gen), SimulationConfig(policy="fifo_perf",
-                                                                                       window=(5, 15)))
+    result = run_simulation(
+        table, cluster, Workload(generator=gen), SimulationConfig(policy="fifo_perf", window=(5, 15))
+    )
     assert result.status == "ok"
     window = [r for r in result.jobs if r["in_window"]]
     assert sorted(int(r["job_id"]) for r in window) == list(range(5, 15))
@@ -113,15 +116,20 @@ def test_saturation_is_detected():
     table = synthetic_table()
     cluster = cluster_from_dict({"worker_types": {"v100": 1, "k80": 1}})
     flood = JobGenerator(table, GeneratorConfig(seed=0, rate_per_hour=50))
-    result = run_simulation(table, cluster, Workload(generator=flood), SimulationConfig(policy="fifo_perf",
-                                                                                         window=(100, 200)))
+    result = run_simulation(
+        table, cluster, Workload(generator=flood), SimulationConfig(policy="fifo_perf", window=(100, 200))
+    )
     assert result.status == "saturated" and "offered load" in result.reason
     # Below the a-priori bound, a policy can still fall behind: the backlog check catches it.
     gen = JobGenerator(table, GeneratorConfig(seed=0, rate_per_hour=0.05))
     load = Workload(generator=gen).offered_load(table, cluster)
     assert 0 < load < 1
-    capped = run_simulation(table, cluster, Workload(generator=gen),
-                            SimulationConfig(policy="fifo_perf", window=(10, 400), max_active_jobs=5))
+    capped = run_simulation(
+        table,
+        cluster,
+        Workload(generator=gen),
+        SimulationConfig(policy="fifo_perf", window=(10, 400), max_active_jobs=5),
+    )
     assert capped.status == "saturated" and "jobs in the system" in capped.reason
 
 
@@ -161,6 +169,7 @@ def test_parse_cluster():
 
 # --------------------------------------------------------------------------- Gavel's own numbers (spec §11.3)
 
+
 @pytest.fixture
 def gavel_table(gavel_dir):
     from planner.formats.gavel_json import import_gavel
@@ -168,20 +177,26 @@ def gavel_table(gavel_dir):
     return import_gavel(gavel_dir / "simulation_throughputs.json")
 
 
-@pytest.mark.parametrize("policy,seed,expected", [
-    ("isolated", 0, (26.676, 212.462, 0.2732, 21.2)),
-    ("isolated", 1, (36.510, 234.312, 0.3344, 25.7)),
-    ("fifo_perf", 0, (23.144, 123.854, 0.3599, 99.5)),
-    ("fifo_packed", 1, (26.400, 146.139, 0.3780, 99.3)),
-])
+@pytest.mark.parametrize(
+    "policy,seed,expected",
+    [
+        ("isolated", 0, (26.676, 212.462, 0.2732, 21.2)),
+        ("isolated", 1, (36.510, 234.312, 0.3344, 25.7)),
+        ("fifo_perf", 0, (23.144, 123.854, 0.3599, 99.5)),
+        ("fifo_packed", 1, (26.400, 146.139, 0.3780, 99.3)),
+    ],
+)
 def test_gavel_static_numbers_exactly(gavel_table, policy, seed, expected):
     """Static, 30 single-GPU jobs on v100:4 p100:4 k80:4: avg JCT h / makespan h / util / lease %."""
     gen = JobGenerator(gavel_table, GeneratorConfig(seed=seed))
-    result = run_simulation(gavel_table, parse_cluster("4:4:4"), Workload(generator=gen, num_jobs=30),
-                            SimulationConfig(policy=policy, seed=seed, gavel_compat=True))
+    result = run_simulation(
+        gavel_table,
+        parse_cluster("4:4:4"),
+        Workload(generator=gen, num_jobs=30),
+        SimulationConfig(policy=policy, seed=seed, gavel_compat=True),
+    )
     m = result.metrics
-    got = (m["jct_s"]["mean"] / 3600, m["makespan_s"] / 3600, m["utilisation"]["all"],
-           100 * m["lease_extension_rate"])
+    got = (m["jct_s"]["mean"] / 3600, m["makespan_s"] / 3600, m["utilisation"]["all"], 100 * m["lease_extension_rate"])
     for value, want, tol in zip(got, expected, (5e-4, 5e-4, 5e-5, 0.05)):
         assert abs(value - want) <= tol, (got, expected)
 
@@ -191,8 +206,12 @@ def test_gavel_continuous_numbers(gavel_table):
     expected = {"isolated": (16.525, 0.5062, 0.0005), "max_min_fairness_perf": (12.139, 0.3568, 0.01)}
     for policy, (jct_h, util, rel) in expected.items():
         gen = JobGenerator(gavel_table, GeneratorConfig(seed=0, rate_per_hour=0.4))
-        result = run_simulation(gavel_table, parse_cluster("4:4:4"), Workload(generator=gen),
-                                SimulationConfig(policy=policy, window=(20, 60), gavel_compat=True))
+        result = run_simulation(
+            gavel_table,
+            parse_cluster("4:4:4"),
+            Workload(generator=gen),
+            SimulationConfig(policy=policy, window=(20, 60), gavel_compat=True),
+        )
         assert result.metrics["jct_s"]["mean"] / 3600 == pytest.approx(jct_h, rel=rel)
         assert result.metrics["utilisation"]["all"] == pytest.approx(util, rel=max(rel, 5e-4))
 
@@ -202,19 +221,33 @@ def test_replay_gavel_trace(gavel_table, gavel_dir):
 
     cluster = parse_cluster("2:2:2")
     jobs = read_trace(gavel_dir / "traces" / "small_test.trace", gavel_table, cluster)
-    result = run_simulation(gavel_table, cluster, Workload(jobs=jobs),
-                            SimulationConfig(policy="max_min_fairness_perf"))
+    result = run_simulation(gavel_table, cluster, Workload(jobs=jobs), SimulationConfig(policy="max_min_fairness_perf"))
     assert result.status == "ok" and result.metrics["jobs_finished"] == 20
 
 
 # --------------------------------------------------------------------------- CLI
 
+
 def test_cli_simulate_writes_results(tmp_path):
     from planner.formats.table import write_table
 
     write_table(synthetic_table(), tmp_path / "t.csv")
-    args = ["simulate", "-t", str(tmp_path / "t.csv"), "-c", "v100=4,k80=4", "-p", "max_min_fairness_perf",
-            "-n", "20", "--rate", "0.2", "--rho", "-o", str(tmp_path / "out")]
+    args = [
+        "simulate",
+        "-t",
+        str(tmp_path / "t.csv"),
+        "-c",
+        "v100=4,k80=4",
+        "-p",
+        "max_min_fairness_perf",
+        "-n",
+        "20",
+        "--rate",
+        "0.2",
+        "--rho",
+        "-o",
+        str(tmp_path / "out"),
+    ]
     result = CliRunner().invoke(cli_app(), args)
     assert result.exit_code == 0, result.output
     assert "average JCT" in result.output and "rho" in result.output
@@ -225,12 +258,15 @@ def test_cli_simulate_writes_results(tmp_path):
     assert lines[0].startswith("job_id,model") and len(lines) == 21
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["-n", "5", "-w", "5:2"], "window"),
-    (["-n", "5", "-p", "nope"], "unknown policy"),
-    (["--rate", "1"], "--num-jobs"),
-    (["-n", "5", "-c", "1:2"], "V100:P100:K80"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["-n", "5", "-w", "5:2"], "window"),
+        (["-n", "5", "-p", "nope"], "unknown policy"),
+        (["--rate", "1"], "--num-jobs"),
+        (["-n", "5", "-c", "1:2"], "V100:P100:K80"),
+    ],
+)
 def test_cli_simulate_errors(tmp_path, extra, message):
     from planner.formats.table import write_table
 

@@ -1,5 +1,6 @@
 """Next-round planning: state round trip, K single-round calls == one K-round plan,
 reported progress (short, early finish, not finished, new, cancelled), bad files."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -9,23 +10,34 @@ import random
 import numpy as np
 import pytest
 import typer
+from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from conftest import DATA
 from planner.cli import user_errors
 from planner.cli.schedule import plan_next_round_command
-from planner.formats.cluster import cluster_from_dict, read_cluster
-from planner.rounds.engine import Engine, EngineConfig
 from planner.errors import InputError
+from planner.formats.cluster import cluster_from_dict, read_cluster
 from planner.formats.jobs import Job, read_jobs
-from planner.modes.next_round import make_policy_from, next_round
 from planner.formats.schedule import build_schedule
 from planner.formats.schedule_check import check_schedule
-from planner.modes.state import (ENGINE_REBUILT, ENGINE_SAVED, STATE_FORMAT, JobProgress, Progress, decode, encode,
-                           read_progress, read_state, restore_engine, save_engine)
 from planner.formats.table import JobType, ThroughputTable, read_table
+from planner.modes.next_round import make_policy_from, next_round
+from planner.modes.state import (
+    ENGINE_REBUILT,
+    ENGINE_SAVED,
+    STATE_FORMAT,
+    JobProgress,
+    Progress,
+    decode,
+    encode,
+    read_progress,
+    read_state,
+    restore_engine,
+    save_engine,
+)
+from planner.rounds.engine import Engine, EngineConfig
 
 TABLE = read_table(DATA / "throughputs.csv")
 CLUSTER = read_cluster(DATA / "cluster.yaml")
@@ -60,10 +72,17 @@ def run_single_rounds(jobs, policy, k, table=TABLE, cluster=CLUSTER, config=None
     state, progress, got = None, None, []
     done = {j.job_id: j.steps_done for j in jobs}
     for _ in range(k):
-        step = next_round(table, cluster, state=state, jobs=jobs if state is None else None, policy=policy,
-                          progress=progress, rounds=per_call, config=config)
-        assert check_schedule(step.schedule, cluster, table=table,
-                              job_types={j.job_id: j.job_type for j in jobs}) == []
+        step = next_round(
+            table,
+            cluster,
+            state=state,
+            jobs=jobs if state is None else None,
+            policy=policy,
+            progress=progress,
+            rounds=per_call,
+            config=config,
+        )
+        assert check_schedule(step.schedule, cluster, table=table, job_types={j.job_id: j.job_type for j in jobs}) == []
         state = json.loads(json.dumps(step.state))  # through the file format
         if not step.schedule["rounds"]:
             break
@@ -77,6 +96,7 @@ def canonical(rounds):
 
 
 # ----------------------------------------------------------------- state document
+
 
 def test_every_engine_attribute_is_saved_or_rebuilt():
     engine = Engine(TABLE, CLUSTER, make_policy_from("fifo", {}), EngineConfig(), DEMO_JOBS)
@@ -93,8 +113,11 @@ def test_state_round_trips(policy):
     saved = json.loads(json.dumps(save_engine(engine, policy_name=policy, policy_options={}, rounds_done=6)))
     assert saved["format"] == STATE_FORMAT
     restored = restore_engine(saved, table=TABLE, cluster=CLUSTER, policy=make_policy_from(policy, {}))
-    again = json.loads(json.dumps(save_engine(restored.engine, policy_name=policy, policy_options={},
-                                              rounds_done=restored.rounds_done)))
+    again = json.loads(
+        json.dumps(
+            save_engine(restored.engine, policy_name=policy, policy_options={}, rounds_done=restored.rounds_done)
+        )
+    )
     assert again == saved
     if policy != "max_min_fairness_packed":  # stateless
         assert saved["policy"]["memory"], "the policy's memory (history / random stream) is saved"
@@ -111,8 +134,10 @@ def test_tagged_values_round_trip():
 
 # ----------------------------------------------------------------- equivalence
 
-@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "fifo", "finish_time_fairness_perf",
-                                    "max_min_fairness_packed", "gandiva"])
+
+@pytest.mark.parametrize(
+    "policy", ["max_min_fairness_perf", "fifo", "finish_time_fairness_perf", "max_min_fairness_packed", "gandiva"]
+)
 def test_k_single_round_calls_equal_one_k_round_plan(policy):
     jobs = staggered(DEMO_JOBS)
     if policy == "gandiva":
@@ -127,7 +152,7 @@ def test_equivalence_with_shuffled_visiting_order_and_multi_round_calls():
     config = EngineConfig(visit_order="shuffle", seed=7)
     plan = full_plan(DEMO_JOBS, "max_min_fairness", config=config)
     got, _ = run_single_rounds(DEMO_JOBS, "max_min_fairness", 40, config=config, per_call=3)
-    assert canonical(got) == canonical(plan["rounds"][:len(got)]) and len(got) == len(plan["rounds"])
+    assert canonical(got) == canonical(plan["rounds"][: len(got)]) and len(got) == len(plan["rounds"])
 
 
 @st.composite
@@ -136,16 +161,26 @@ def scenarios(draw):
     for t in range(draw(st.integers(1, 3))):
         per_node = draw(st.sampled_from([1, 2, 4]))
         types[f"t{t}"] = {"gpus": per_node * draw(st.integers(1, 2)), "gpus_per_node": per_node}
-    records = [{"worker_type": w, "model": f"m{k}", "scale_factor": s, "throughput": draw(st.floats(0.05, 5.0))}
-               for k in range(2) for s in (1, 2) for w in types]
+    records = [
+        {"worker_type": w, "model": f"m{k}", "scale_factor": s, "throughput": draw(st.floats(0.05, 5.0))}
+        for k in range(2)
+        for s in (1, 2)
+        for w in types
+    ]
     table = ThroughputTable.from_records(records)
     cluster = cluster_from_dict({"worker_types": types})
     jobs = []
     for i in range(draw(st.integers(1, 6))):
         jt = JobType(f"m{draw(st.integers(0, 1))}", None, draw(st.sampled_from([1, 2])))
         if any(cluster.capacity(w) >= jt.scale_factor for w in types):
-            jobs.append(Job(f"j{i}", jt, total_steps=draw(st.floats(1.0, 2000.0)),
-                            arrival_s=draw(st.sampled_from([0.0, 0.0, 300.0, 1500.0]))))
+            jobs.append(
+                Job(
+                    f"j{i}",
+                    jt,
+                    total_steps=draw(st.floats(1.0, 2000.0)),
+                    arrival_s=draw(st.sampled_from([0.0, 0.0, 300.0, 1500.0])),
+                )
+            )
     return table, cluster, jobs
 
 
@@ -161,6 +196,7 @@ def test_equivalence_property(scenario, policy):
 
 
 # ----------------------------------------------------------------- progress
+
 
 def first_round(policy="max_min_fairness_perf", jobs=DEMO_JOBS):
     step = next_round(TABLE, CLUSTER, jobs=jobs, policy=policy)
@@ -189,8 +225,7 @@ def test_job_expected_to_finish_but_not_done_runs_again():
     short = [dataclasses.replace(DEMO_JOBS[0], total_steps=10.0), *DEMO_JOBS[1:]]
     step, state = first_round(jobs=short)
     assert step.schedule["jobs"][short[0].job_id]["expected_finish_s"] is not None
-    nxt = next_round(TABLE, CLUSTER, state=state,
-                     progress=Progress(jobs={short[0].job_id: JobProgress(steps_done=4)}))
+    nxt = next_round(TABLE, CLUSTER, state=state, progress=Progress(jobs={short[0].job_id: JobProgress(steps_done=4)}))
     planned = {j: n for a in nxt.schedule["rounds"][0]["assignments"] for j, n in a["planned_steps"].items()}
     assert short[0].job_id in nxt.schedule["jobs"]
     assert planned.get(short[0].job_id) in (None, 6)  # at most the 6 steps it has left
@@ -200,8 +235,12 @@ def test_new_and_cancelled_jobs():
     step, state = first_round()
     now = step.schedule["rounds"][0]["end_s"]
     victim = DEMO_JOBS[1].job_id
-    progress = Progress(new_jobs=[{"job_id": "late", "model": "ResNet-18", "batch_size": 64, "total_steps": 500,
-                                   "command": "python late.py"}], cancelled=[victim])
+    progress = Progress(
+        new_jobs=[
+            {"job_id": "late", "model": "ResNet-18", "batch_size": 64, "total_steps": 500, "command": "python late.py"}
+        ],
+        cancelled=[victim],
+    )
     nxt = next_round(TABLE, CLUSTER, state=state, progress=progress)
     assert nxt.schedule["jobs"]["late"]["arrival_s"] == now  # cannot arrive in the past
     assert victim not in nxt.schedule["jobs"]
@@ -252,6 +291,7 @@ def test_bad_state_files(tmp_path):
 
 # ----------------------------------------------------------------- command
 
+
 def _app():
     app = typer.Typer()
     app.command("plan-next")(user_errors(plan_next_round_command))
@@ -259,6 +299,7 @@ def _app():
     @app.command("noop")
     def noop():  # a second command keeps typer's sub-command parsing
         pass
+
     return app
 
 
@@ -268,8 +309,10 @@ def test_plan_next_command_matches_plan(tmp_path):
     runner = CliRunner()
     inputs = ["--table", str(DATA / "throughputs.csv"), "--cluster", str(DATA / "cluster.yaml")]
     k = 4
-    result = runner.invoke(main_app, ["plan", *inputs, "--jobs", str(DATA / "jobs.csv"), "--rounds", str(k),
-                                      "--out", str(tmp_path / "plan.json")])
+    result = runner.invoke(
+        main_app,
+        ["plan", *inputs, "--jobs", str(DATA / "jobs.csv"), "--rounds", str(k), "--out", str(tmp_path / "plan.json")],
+    )
     assert result.exit_code == 0, result.output
     plan = json.loads((tmp_path / "plan.json").read_text())
     app, state, got = _app(), tmp_path / "state.json", []
@@ -287,14 +330,30 @@ def test_plan_next_command_matches_plan(tmp_path):
         schedule = json.loads((tmp_path / f"r{call}.json").read_text())
         got += schedule["rounds"]
         p = faithful(schedule, done)
-        (tmp_path / "progress.json").write_text(json.dumps({
-            "format": "rota.progress/v1", "round": p.round, "time_s": p.time_s,
-            "jobs": [{"job_id": j, "steps_done": v.steps_done, "finished": v.finished} for j, v in p.jobs.items()]}))
+        (tmp_path / "progress.json").write_text(
+            json.dumps(
+                {
+                    "format": "rota.progress/v1",
+                    "round": p.round,
+                    "time_s": p.time_s,
+                    "jobs": [
+                        {"job_id": j, "steps_done": v.steps_done, "finished": v.finished} for j, v in p.jobs.items()
+                    ],
+                }
+            )
+        )
     assert canonical(got) == canonical(plan["rounds"])
     assert json.loads(state.read_text())["rounds_done"] == k
     # the same progress twice is refused
-    args = ["plan-next", "--state", str(state), "--progress", str(tmp_path / "progress.json"),
-            "--out", str(tmp_path / "x.json")]
+    args = [
+        "plan-next",
+        "--state",
+        str(state),
+        "--progress",
+        str(tmp_path / "progress.json"),
+        "--out",
+        str(tmp_path / "x.json"),
+    ]
     assert runner.invoke(app, args).exit_code == 0
     again = runner.invoke(app, args)
     assert again.exit_code == 2 and "applied already" in again.output

@@ -1,16 +1,17 @@
 """Sweeps: grid, resumable results, saturation skipping, parallel workers, plots, CLI."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
+from test_trace import cli_app, synthetic_table
 from typer.testing import CliRunner
 
 import planner.modes.sweep as sweep
 from planner.errors import InputError
-from planner.modes.sweep import SweepSpec, load_results, rate_grid, run_sweep
 from planner.formats.table import write_table
-from test_trace import cli_app, synthetic_table
+from planner.modes.sweep import SweepSpec, load_results, rate_grid, run_sweep
 
 
 @pytest.fixture
@@ -21,8 +22,14 @@ def table_path(tmp_path):
 
 
 def spec(table_path, **kw):
-    base = dict(table=table_path, cluster="v100=4,k80=4", policies=["fifo_perf", "isolated"], seeds=[0],
-                rates=[0.05, 0.1], window=(5, 15))
+    base = dict(
+        table=table_path,
+        cluster="v100=4,k80=4",
+        policies=["fifo_perf", "isolated"],
+        seeds=[0],
+        rates=[0.05, 0.1],
+        window=(5, 15),
+    )
     return SweepSpec(**{**base, **kw})
 
 
@@ -47,7 +54,7 @@ def test_sweep_runs_every_point_once_and_resumes(table_path, tmp_path, monkeypat
     run_sweep(spec(table_path), out)
     assert calls == []  # everything was already done
     lines = (out / "results.jsonl").read_text().splitlines()
-    (out / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n{\"key\": \"torn")  # killed mid-write
+    (out / "results.jsonl").write_text("\n".join(lines[:-1]) + '\n{"key": "torn')  # killed mid-write
     again = run_sweep(spec(table_path), out)
     assert len(calls) == 1 and [r["key"] for r in again] == [r["key"] for r in records]
 
@@ -102,18 +109,41 @@ def test_missing_matplotlib_is_one_line(monkeypatch, tmp_path):
 def test_cli_sweep(table_path, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "sw"
-    args = ["sweep", "-t", table_path, "-c", "v100=4,k80=4", "-p", "fifo_perf,isolated,max_min_fairness",
-            "--rates", "0.05,0.1", "--window", "5:15", "--out", str(out), "--plot-format", "png,svg"]
+    args = [
+        "sweep",
+        "-t",
+        table_path,
+        "-c",
+        "v100=4,k80=4",
+        "-p",
+        "fifo_perf,isolated,max_min_fairness",
+        "--rates",
+        "0.05,0.1",
+        "--window",
+        "5:15",
+        "--out",
+        str(out),
+        "--plot-format",
+        "png,svg",
+    ]
     result = CliRunner().invoke(cli_app(), args)
     assert result.exit_code == 0, result.output
     names = {p.name for p in out.iterdir()}
-    assert {"results.jsonl", "summary.csv", "jct_vs_rate.png", "jct_vs_rate.svg", "jct_cdf_rate=0.1.png",
-            "rho_cdf_rate=0.1.png"} <= names
+    assert {
+        "results.jsonl",
+        "summary.csv",
+        "jct_vs_rate.png",
+        "jct_vs_rate.svg",
+        "jct_cdf_rate=0.1.png",
+        "rho_cdf_rate=0.1.png",
+    } <= names
     rows = (out / "summary.csv").read_text().splitlines()
     assert len(rows) == 7 and rows[0].startswith("policy,seed,rate")
     as_json = CliRunner().invoke(cli_app(), args + ["--json", "--no-plots"])
     data = json.loads(as_json.output)
     assert len(data["summary"]) == 6 and data["plots"] == []
-    bad = CliRunner().invoke(cli_app(), ["sweep", "-t", table_path, "-c", "v100=4", "-p", "nope", "--rates", "1",
-                                         "--window", "1:2", "--out", str(out)])
+    bad = CliRunner().invoke(
+        cli_app(),
+        ["sweep", "-t", table_path, "-c", "v100=4", "-p", "nope", "--rates", "1", "--window", "1:2", "--out", str(out)],
+    )
     assert bad.exit_code == 2 and "unknown policy" in bad.output

@@ -1,4 +1,5 @@
 """Throughput table: formats, validator rules, Gavel JSON round trip."""
+
 from __future__ import annotations
 
 import json
@@ -7,8 +8,16 @@ import pytest
 
 from planner.errors import InputError
 from planner.formats.gavel_json import export_gavel, import_gavel, to_gavel
-from planner.formats.table import (COLUMNS, JobType, ThroughputTable, append_rows, merge_tables, read_table,
-                           split_model_label, write_table)
+from planner.formats.table import (
+    COLUMNS,
+    JobType,
+    ThroughputTable,
+    append_rows,
+    merge_tables,
+    read_table,
+    split_model_label,
+    write_table,
+)
 
 HEADER = "worker_type,model,batch_size,scale_factor,partner_model,partner_batch_size,throughput,status"
 GOOD = [
@@ -32,7 +41,7 @@ def test_good_table_lookups(tmp_path):
     rn, lm = JobType("ResNet-18", 32), JobType("LM", 20)
     assert table.worker_types == ["k80", "v100"]
     assert table.solo("v100", rn) == 10.5
-    assert table.solo("k80", lm) == 0.0          # oom: cannot run
+    assert table.solo("k80", lm) == 0.0  # oom: cannot run
     assert table.pair("v100", rn, lm) == (6.0, 20.0)
     assert table.pair("k80", rn, lm) == (0.0, 0.0)
 
@@ -46,20 +55,23 @@ def test_write_read_round_trip(tmp_path, fmt):
     assert again.rows == table.rows
 
 
-@pytest.mark.parametrize("line,field,message", [
-    ("v100,ResNet-18,32,1,,,nan,ok", "throughput", "NaN"),
-    ("v100,ResNet-18,32,1,,,-1,ok", "throughput", "negative"),
-    ("v100,ResNet-18,32,1,,,0,ok", "throughput", "status 'ok'"),
-    ("v100,ResNet-18,32,1,,,abc,ok", "throughput", "expected a number"),
-    ("v100,ResNet-18,32,0,,,1,ok", "scale_factor", ">= 1"),
-    ("v100,ResNet-18,3.5,1,,,1,ok", "batch_size", "integer"),
-    (",ResNet-18,32,1,,,1,ok", "worker_type", "required"),
-    ("v100,,32,1,,,1,ok", "model", "required"),
-    ("v100,ResNet-18,32,1,,,1,great", "status", "unknown status"),
-    ("v100,ResNet-18,32,1,,,5,oom", "throughput", "must be 0 or empty"),
-    ("v100,ResNet-18,32,1,,,,ok", "throughput", "required"),
-    ("v100,ResNet-18,32,1,,8,1,ok", "partner_batch_size", "without partner_model"),
-])
+@pytest.mark.parametrize(
+    "line,field,message",
+    [
+        ("v100,ResNet-18,32,1,,,nan,ok", "throughput", "NaN"),
+        ("v100,ResNet-18,32,1,,,-1,ok", "throughput", "negative"),
+        ("v100,ResNet-18,32,1,,,0,ok", "throughput", "status 'ok'"),
+        ("v100,ResNet-18,32,1,,,abc,ok", "throughput", "expected a number"),
+        ("v100,ResNet-18,32,0,,,1,ok", "scale_factor", ">= 1"),
+        ("v100,ResNet-18,3.5,1,,,1,ok", "batch_size", "integer"),
+        (",ResNet-18,32,1,,,1,ok", "worker_type", "required"),
+        ("v100,,32,1,,,1,ok", "model", "required"),
+        ("v100,ResNet-18,32,1,,,1,great", "status", "unknown status"),
+        ("v100,ResNet-18,32,1,,,5,oom", "throughput", "must be 0 or empty"),
+        ("v100,ResNet-18,32,1,,,,ok", "throughput", "required"),
+        ("v100,ResNet-18,32,1,,8,1,ok", "partner_batch_size", "without partner_model"),
+    ],
+)
 def test_bad_row_names_file_row_and_field(tmp_path, line, field, message):
     path = write_csv(tmp_path, ["k80,LM,20,1,,,3,ok", line])
     with pytest.raises(InputError) as info:
@@ -107,8 +119,9 @@ def test_parquet_nan_is_rejected(tmp_path):
     import pyarrow.parquet as pq
 
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"worker_type": ["v100"], "model": ["LM"], "scale_factor": [1],
-                             "throughput": [float("nan")]}), path)
+    pq.write_table(
+        pa.table({"worker_type": ["v100"], "model": ["LM"], "scale_factor": [1], "throughput": [float("nan")]}), path
+    )
     with pytest.raises(InputError, match=r"row 1: field 'throughput': is NaN"):
         read_table(path)
 
@@ -117,8 +130,10 @@ def test_append_rows_replaces_same_key_and_is_readable(tmp_path):
     path = tmp_path / "t.csv"
     base = {"worker_type": "cpu", "model": "LM", "batch_size": 5, "scale_factor": 1}
     append_rows(path, [{**base, "throughput": 1.0, "status": "ok"}])
-    append_rows(path, [{**base, "throughput": 2.0, "status": "ok"},
-                       {**base, "batch_size": 10, "throughput": 0, "status": "oom"}])
+    append_rows(
+        path,
+        [{**base, "throughput": 2.0, "status": "ok"}, {**base, "batch_size": 10, "throughput": 0, "status": "oom"}],
+    )
     table = read_table(path)
     assert len(table) == 2 and table.solo("cpu", JobType("LM", 5)) == 2.0
     assert not list(tmp_path.glob(".*.tmp"))  # the temp file was renamed away
@@ -184,12 +199,15 @@ def test_pair_matrix_agrees_with_pair():
     for w in ("v100", "k80"):
         for m in ("A", "B", "C"):
             records.append(dict(worker_type=w, model=m, scale_factor=1, throughput=2.0))
-        records += [dict(worker_type=w, model="A", scale_factor=1, partner_model="B", throughput=1.5),
-                    dict(worker_type=w, model="B", scale_factor=1, partner_model="A", throughput=1.2),
-                    dict(worker_type=w, model="A", scale_factor=1, partner_model="A", throughput=1.1)]
+        records += [
+            dict(worker_type=w, model="A", scale_factor=1, partner_model="B", throughput=1.5),
+            dict(worker_type=w, model="B", scale_factor=1, partner_model="A", throughput=1.2),
+            dict(worker_type=w, model="A", scale_factor=1, partner_model="A", throughput=1.1),
+        ]
     records.append(dict(worker_type="v100", model="C", scale_factor=1, partner_model="B", throughput=0.9))
-    records.append(dict(worker_type="v100", model="B", scale_factor=1, partner_model="C", throughput=0.0,
-                        status="oom"))  # measured but not runnable: no pair either way
+    records.append(
+        dict(worker_type="v100", model="B", scale_factor=1, partner_model="C", throughput=0.0, status="oom")
+    )  # measured but not runnable: no pair either way
     table = ThroughputTable.from_records(records)
     kinds = [JobType("C", None), JobType("A", None), JobType("B", None), JobType("Z", None)]  # Z: not in the table
     for w in ("v100", "k80", "t4"):

@@ -1,4 +1,5 @@
 """Gavel's job generator (streams, distributions) and trace files (Gavel .trace, rota job lists)."""
+
 from __future__ import annotations
 
 import math
@@ -8,11 +9,18 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from planner.formats.cluster import cluster_from_dict
 from planner.errors import InputError
+from planner.formats.cluster import cluster_from_dict
 from planner.formats.table import JobType, ThroughputTable
-from planner.formats.trace import (GeneratorConfig, JobGenerator, job_templates, rate_to_lam, read_gavel_trace,
-                           read_trace, write_trace)
+from planner.formats.trace import (
+    GeneratorConfig,
+    JobGenerator,
+    job_templates,
+    rate_to_lam,
+    read_gavel_trace,
+    read_trace,
+    write_trace,
+)
 
 SINGLE = [("ResNet-18", 16), ("LM", 5), ("Recommendation", 512), ("A3C", None)]
 DISTRIBUTED = {("ResNet-18", 16), ("LM", 5)}
@@ -25,8 +33,15 @@ def synthetic_table(types=("v100", "k80")) -> ThroughputTable:
         for j_index, (model, bs) in enumerate(SINGLE):
             scales = (1, 2, 4, 8) if (model, bs) in DISTRIBUTED else (1,)
             for s in scales:
-                rows.append({"worker_type": w, "model": model, "batch_size": "" if bs is None else bs,
-                             "scale_factor": s, "throughput": (j_index + 1) * s / (t_index + 1)})
+                rows.append(
+                    {
+                        "worker_type": w,
+                        "model": model,
+                        "batch_size": "" if bs is None else bs,
+                        "scale_factor": s,
+                        "throughput": (j_index + 1) * s / (t_index + 1),
+                    }
+                )
     return ThroughputTable.from_records(rows)
 
 
@@ -54,7 +69,7 @@ def test_generator_distributions():
         assert scales[s] / n == pytest.approx(share, abs=0.015)
     long = sum(gen.durations[j.job_id] >= 60 * 1000 for j in jobs) / n
     assert long == pytest.approx(0.2, abs=0.015)
-    assert all(60 * 10 ** 1.5 <= d <= 60 * 10 ** 4 for d in gen.durations.values())
+    assert all(60 * 10**1.5 <= d <= 60 * 10**4 for d in gen.durations.values())
     gaps = [b.arrival_s - a.arrival_s for a, b in zip(jobs, jobs[1:])]
     assert sum(gaps) / len(gaps) == pytest.approx(rate_to_lam(4), rel=0.03)
     assert sum(j.priority_weight == 5 for j in jobs) / n == pytest.approx(0.2, abs=0.015)
@@ -89,11 +104,18 @@ def test_matches_gavels_streams(gavel_dir):
     table = import_gavel(gavel_dir / "simulation_throughputs.json")
     gen = JobGenerator(table, GeneratorConfig(seed=0, rate_per_hour=2.0))
     jobs = gen.take(10)
-    expected = [("ResNet-18", 64, 68344.350, 1646636.276), ("Transformer", 16, 31016.609, 343170.469),
-                ("Recommendation", 2048, 2146.609, 16034.378), ("Recommendation", 8192, 7386.675, 20989.313),
-                ("LM", 5, 6858.698, 748740.885), ("Transformer", 64, 445845.327, 3842187.573),
-                ("LM", 20, 7049.749, 456418.007), ("ResNet-50", 16, 4207.802, 47952.651),
-                ("LM", 20, 11053.174, 715609.596), ("CycleGAN", None, 41544.024, 183877.515)]
+    expected = [
+        ("ResNet-18", 64, 68344.350, 1646636.276),
+        ("Transformer", 16, 31016.609, 343170.469),
+        ("Recommendation", 2048, 2146.609, 16034.378),
+        ("Recommendation", 8192, 7386.675, 20989.313),
+        ("LM", 5, 6858.698, 748740.885),
+        ("Transformer", 64, 445845.327, 3842187.573),
+        ("LM", 20, 7049.749, 456418.007),
+        ("ResNet-50", 16, 4207.802, 47952.651),
+        ("LM", 20, 11053.174, 715609.596),
+        ("CycleGAN", None, 41544.024, 183877.515),
+    ]
     for job, (model, bs, duration, steps) in zip(jobs, expected):
         assert (job.job_type.model, job.job_type.batch_size) == (model, bs)
         assert gen.durations[job.job_id] == pytest.approx(duration, abs=1e-3)
@@ -106,8 +128,9 @@ def test_matches_gavels_streams(gavel_dir):
     assert multi[4].total_steps == pytest.approx(869104.869, abs=1e-3)
 
 
-@pytest.mark.parametrize("name,count", [("small_test.trace", 20), ("max_min_fairness.trace", 96),
-                                        ("minimize_makespan.trace", 100)])
+@pytest.mark.parametrize(
+    "name,count", [("small_test.trace", 20), ("max_min_fairness.trace", 96), ("minimize_makespan.trace", 100)]
+)
 def test_gavel_traces_parse_every_line(gavel_dir, name, count):
     from planner.formats.gavel_json import import_gavel
 
@@ -130,8 +153,9 @@ def test_trace_round_trip(tmp_path):
         path = tmp_path / f"jobs{suffix}"
         write_trace(jobs, path, table)
         back = read_trace(path, table, cluster(v100=8, k80=8))
-        assert [(j.job_id, j.job_type, j.arrival_s, j.priority_weight) for j in back] == \
-               [(j.job_id, j.job_type, pytest.approx(j.arrival_s, abs=1e-6), j.priority_weight) for j in jobs]
+        assert [(j.job_id, j.job_type, j.arrival_s, j.priority_weight) for j in back] == [
+            (j.job_id, j.job_type, pytest.approx(j.arrival_s, abs=1e-6), j.priority_weight) for j in jobs
+        ]
         exact = suffix != ".trace"  # Gavel writes integer steps
         for a, b in zip(back, jobs):
             assert a.total_steps == (b.total_steps if exact else int(b.total_steps))
@@ -140,15 +164,18 @@ def test_trace_round_trip(tmp_path):
 GOOD = "LM (batch size 5)\tpython main.py\tlm\t--steps\t1\t1000\t1\t1\t-1.000000\t0\n"
 
 
-@pytest.mark.parametrize("text,line,field,message", [
-    (GOOD + "LM (batch size 5)\tpython\tlm\t--steps\t1\t1000\t1\t1\t-1\n", 2, "arrival_s", "10 tab-separated"),
-    (GOOD + GOOD.replace("\t1000\t", "\tmany\t"), 2, "total_steps", "expected a number"),
-    (GOOD.replace("\t0\n", "\t50\n") + GOOD, 2, "arrival_s", "earlier than the previous"),
-    (GOOD + GOOD.replace("LM (batch size 5)", "BERT (batch size 8)"), 2, "model", "not in the throughput table"),
-    (GOOD.replace("\t1\t1\t-1", "\t2.5\t1\t-1"), 1, "scale_factor", "expected an integer"),
-    (GOOD.replace("\t1000\t", "\t0\t"), 1, "total_steps", "must be positive"),
-    (GOOD.replace("\t1\t1\t-1", "\t16\t1\t-1"), 1, "scale_factor", "larger than any worker type"),
-])
+@pytest.mark.parametrize(
+    "text,line,field,message",
+    [
+        (GOOD + "LM (batch size 5)\tpython\tlm\t--steps\t1\t1000\t1\t1\t-1\n", 2, "arrival_s", "10 tab-separated"),
+        (GOOD + GOOD.replace("\t1000\t", "\tmany\t"), 2, "total_steps", "expected a number"),
+        (GOOD.replace("\t0\n", "\t50\n") + GOOD, 2, "arrival_s", "earlier than the previous"),
+        (GOOD + GOOD.replace("LM (batch size 5)", "BERT (batch size 8)"), 2, "model", "not in the throughput table"),
+        (GOOD.replace("\t1\t1\t-1", "\t2.5\t1\t-1"), 1, "scale_factor", "expected an integer"),
+        (GOOD.replace("\t1000\t", "\t0\t"), 1, "total_steps", "must be positive"),
+        (GOOD.replace("\t1\t1\t-1", "\t16\t1\t-1"), 1, "scale_factor", "larger than any worker type"),
+    ],
+)
 def test_bad_traces_name_line_and_field(tmp_path, text, line, field, message):
     path = tmp_path / "bad.trace"
     path.write_text(text)
@@ -185,13 +212,28 @@ def test_cli_trace_generate(tmp_path):
     from planner.formats.table import write_table
 
     write_table(synthetic_table(), tmp_path / "t.csv")
-    result = CliRunner().invoke(cli_app(), ["trace", "generate", "-t", str(tmp_path / "t.csv"), "-n", "25",
-                                            "--rate", "3", "--multi-gpu", "-o", str(tmp_path / "j.trace")])
+    result = CliRunner().invoke(
+        cli_app(),
+        [
+            "trace",
+            "generate",
+            "-t",
+            str(tmp_path / "t.csv"),
+            "-n",
+            "25",
+            "--rate",
+            "3",
+            "--multi-gpu",
+            "-o",
+            str(tmp_path / "j.trace"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "25 jobs" in result.output
     assert len((tmp_path / "j.trace").read_text().splitlines()) == 25
-    bad = CliRunner().invoke(cli_app(), ["trace", "generate", "-t", str(tmp_path / "t.csv"), "-n", "5",
-                                         "-o", str(tmp_path / "j.txt")])
+    bad = CliRunner().invoke(
+        cli_app(), ["trace", "generate", "-t", str(tmp_path / "t.csv"), "-n", "5", "-o", str(tmp_path / "j.txt")]
+    )
     assert bad.exit_code == 2 and "unsupported trace format" in bad.output
 
 

@@ -1,4 +1,5 @@
 """The `rota` command line (typer). User errors print one line, never a traceback."""
+
 from __future__ import annotations
 
 import functools
@@ -13,8 +14,11 @@ from rich.table import Table
 
 from planner.errors import InputError, SolverError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="rota: heterogeneity-aware scheduling for deep-learning training clusters.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="rota: heterogeneity-aware scheduling for deep-learning training clusters.",
+)
 table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
 app.add_typer(table_app, name="table")
 
@@ -24,17 +28,20 @@ err = Console(stderr=True)
 
 def user_errors(func):
     """Turn InputError / SolverError into 'error: ...' on stderr and exit code 2."""
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except (InputError, SolverError) as exc:
             err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2)
+            raise typer.Exit(2) from None
+
     return wrapper
 
 
 # --------------------------------------------------------------------------- table
+
 
 @table_app.command("show")
 @user_errors
@@ -63,8 +70,9 @@ def table_show(
     for name, row in matrix.items():
         grid.add_row(name, *["-" if v is None else ("cannot run" if v == 0 else f"{v:.3f}") for v in row.values()])
     out.print(grid)
-    out.print(f"{len(t)} rows: {len(t.job_types)} job types, {len(t.worker_types)} worker types, "
-              f"{n_pairs} co-location rows")
+    out.print(
+        f"{len(t)} rows: {len(t.job_types)} job types, {len(t.worker_types)} worker types, {n_pairs} co-location rows"
+    )
 
 
 @table_app.command("validate")
@@ -139,6 +147,7 @@ def table_merge(
 
 # --------------------------------------------------------------------------- policies
 
+
 @app.command("policies")
 def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
     """List the scheduling policies.
@@ -162,39 +171,57 @@ def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
 
 # --------------------------------------------------------------------------- plan
 
+
 @app.command("plan")
 @user_errors
 def plan(
     table: Optional[Path] = typer.Option(None, "--table", "-t", help="Throughput table (.csv or .parquet)."),
     jobs: Optional[Path] = typer.Option(None, "--jobs", "-j", help="Job list (.csv or .json)."),
     cluster: Optional[Path] = typer.Option(None, "--cluster", "-c", help="Cluster spec (.yaml or .json)."),
-    policy: Optional[str] = typer.Option(None, "--policy", "-p",
-                                         help="Policy name (see 'rota policies'); default max_min_fairness_perf."),
-    state: Optional[Path] = typer.Option(None, "--state", "-s",
-                                         help="Next-round mode: planner state to continue from (created on the first "
-                                              "call, then updated); plans --rounds (default 1) rounds. "
-                                              "Same as 'rota plan-next'."),
-    progress: Optional[Path] = typer.Option(None, "--progress",
-                                            help="Next-round mode: progress reported by the launcher "
-                                                 "(see docs/launchers.md)."),
+    policy: Optional[str] = typer.Option(
+        None, "--policy", "-p", help="Policy name (see 'rota policies'); default max_min_fairness_perf."
+    ),
+    state: Optional[Path] = typer.Option(
+        None,
+        "--state",
+        "-s",
+        help="Next-round mode: planner state to continue from (created on the first "
+        "call, then updated); plans --rounds (default 1) rounds. "
+        "Same as 'rota plan-next'.",
+    ),
+    progress: Optional[Path] = typer.Option(
+        None, "--progress", help="Next-round mode: progress reported by the launcher (see docs/launchers.md)."
+    ),
     out_path: Path = typer.Option(Path("schedule.json"), "--out", "-o", help="Schedule JSON to write."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the flat per-GPU CSV view."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", "-k", min=1,
-                                         help="Write only the first K rounds (default: until all jobs finish)."),
-    round_s: Optional[float] = typer.Option(None, "--round-length", min=1.0,
-                                            help="Round length tau in seconds (default 360)."),
-    method: Optional[str] = typer.Option(None, "--solver-method",
-                                         help="HiGHS method: ipm (interior point, default) or simplex."),
-    no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", "-k", min=1, help="Write only the first K rounds (default: until all jobs finish)."
+    ),
+    round_s: Optional[float] = typer.Option(
+        None, "--round-length", min=1.0, help="Round length tau in seconds (default 360)."
+    ),
+    method: Optional[str] = typer.Option(
+        None, "--solver-method", help="HiGHS method: ipm (interior point, default) or simplex."
+    ),
+    no_aggregate: bool = typer.Option(
+        False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo, gandiva)."),
-    gavel_compat: bool = typer.Option(False, "--gavel-compat",
-                                      help="Reproduce Gavel's numbers where rota fixes its behaviour "
-                                           "(makespan bisection, agnostic FTF/makespan copying v100)."),
+    gavel_compat: bool = typer.Option(
+        False,
+        "--gavel-compat",
+        help="Reproduce Gavel's numbers where rota fixes its behaviour "
+        "(makespan bisection, agnostic FTF/makespan copying v100).",
+    ),
     entity_weights: Optional[str] = typer.Option(
-        None, "--entity-weights", help="Multi-level fairness for water-filling policies: 'vision=2,nlp=1' "
-                                       "or a YAML/JSON file mapping entity -> weight."),
+        None,
+        "--entity-weights",
+        help="Multi-level fairness for water-filling policies: 'vision=2,nlp=1' "
+        "or a YAML/JSON file mapping entity -> weight.",
+    ),
     entity_policy: Optional[str] = typer.Option(
-        None, "--entity-policy", help="Policy inside each entity: 'nlp=fifo,vision=fairness' (default fairness)."),
+        None, "--entity-policy", help="Policy inside each entity: 'nlp=fifo,vision=fairness' (default fairness)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
 ):
     """Plan a batch of jobs: policy allocation, then round-by-round GPU assignments.
@@ -207,10 +234,22 @@ def plan(
     if state is not None:
         from planner.cli.schedule import plan_next_round_command
 
-        return plan_next_round_command(state=state, table=table, jobs=jobs, cluster=cluster, policy=policy,
-                                       progress=progress, rounds=rounds or 1, out_path=out_path, state_out=None,
-                                       csv_path=csv_path, round_s=round_s, method=method, seed=seed,
-                                       as_json=as_json)
+        return plan_next_round_command(
+            state=state,
+            table=table,
+            jobs=jobs,
+            cluster=cluster,
+            policy=policy,
+            progress=progress,
+            rounds=rounds or 1,
+            out_path=out_path,
+            state_out=None,
+            csv_path=csv_path,
+            round_s=round_s,
+            method=method,
+            seed=seed,
+            as_json=as_json,
+        )
     if progress is not None:
         raise InputError("--progress needs --state (next-round mode)", field="--progress")
     for value, option in ((table, "--table"), (jobs, "--jobs"), (cluster, "--cluster")):
@@ -220,45 +259,84 @@ def plan(
     round_s = 360.0 if round_s is None else round_s
     method = method or "ipm"
     from planner.formats.cluster import read_cluster, require_table_rows
-    from planner.rounds.engine import EngineConfig, run_engine
     from planner.formats.jobs import read_jobs
-    from planner.policies import make_policy
-    from planner.policies.lp import LP_METHODS
     from planner.formats.schedule import build_schedule, write_schedule
     from planner.formats.table import read_table
+    from planner.policies import make_policy
+    from planner.policies.lp import LP_METHODS
+    from planner.rounds.engine import EngineConfig, run_engine
 
     if method not in LP_METHODS:
-        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}",
-                         field="--solver-method")
+        raise InputError(
+            f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}", field="--solver-method"
+        )
     spec = read_cluster(cluster)
     thr = read_table(table)
     require_table_rows(spec, thr, table)
     job_list = read_jobs(jobs, table=thr, cluster=spec)
     weights = _parse_mapping(entity_weights, "--entity-weights", float) if entity_weights else None
     inside = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}
-    pol = make_policy(policy, method=method, aggregate=not no_aggregate, seed=seed, gavel_compat=gavel_compat,
-                      entity_weights=weights, entity_policies=inside)
+    pol = make_policy(
+        policy,
+        method=method,
+        aggregate=not no_aggregate,
+        seed=seed,
+        gavel_compat=gavel_compat,
+        entity_weights=weights,
+        entity_policies=inside,
+    )
     config = EngineConfig(round_s=round_s)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("planning"), BarColumn(), MofNCompleteColumn(), TextColumn("jobs finished"),
-                  TimeElapsedColumn(), console=err, transient=True, disable=as_json) as bar:
+    with Progress(
+        TextColumn("planning"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs finished"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json,
+    ) as bar:
         task = bar.add_task("plan", total=len(job_list))
-        result = run_engine(job_list, thr, spec, pol, config,
-                            on_round=lambda rec, done, total: bar.update(task, completed=done))
-    options = {"solver_method": method, "aggregate": not no_aggregate, "seed": seed, "round_s": round_s,
-               "gavel_compat": gavel_compat, "entity_weights": weights, "entity_policies": inside}
-    schedule = build_schedule(result, inputs={"table": table, "jobs": jobs, "cluster": cluster},
-                              policy=policy, options=options, config=config, rounds=rounds)
+        result = run_engine(
+            job_list, thr, spec, pol, config, on_round=lambda rec, done, total: bar.update(task, completed=done)
+        )
+    options = {
+        "solver_method": method,
+        "aggregate": not no_aggregate,
+        "seed": seed,
+        "round_s": round_s,
+        "gavel_compat": gavel_compat,
+        "entity_weights": weights,
+        "entity_policies": inside,
+    }
+    schedule = build_schedule(
+        result,
+        inputs={"table": table, "jobs": jobs, "cluster": cluster},
+        policy=policy,
+        options=options,
+        config=config,
+        rounds=rounds,
+    )
     write_schedule(schedule, out_path, csv_path)
     estimated = _estimated_throughputs_used(thr, job_list, spec)
     if as_json:
-        out.print_json(json.dumps({"schedule": str(out_path), "rounds_written": len(schedule["rounds"]),
-                                   "rounds_total": schedule["rounds_total"], "makespan_s": result.makespan_s,
-                                   "solver": schedule["solver"], "utilisation": schedule["utilisation"],
-                                   "estimated_throughputs_used": estimated,
-                                   "jobs": schedule["jobs"]}))
+        out.print_json(
+            json.dumps(
+                {
+                    "schedule": str(out_path),
+                    "rounds_written": len(schedule["rounds"]),
+                    "rounds_total": schedule["rounds_total"],
+                    "makespan_s": result.makespan_s,
+                    "solver": schedule["solver"],
+                    "utilisation": schedule["utilisation"],
+                    "estimated_throughputs_used": estimated,
+                    "jobs": schedule["jobs"],
+                }
+            )
+        )
         return
     _print_plan_summary(schedule, result, out_path, csv_path, estimated)
 
@@ -308,6 +386,7 @@ def _estimated_throughputs_used(thr, job_list, spec) -> int:
 
 def _jt(r, partner: bool = False):
     from planner.formats.table import JobType
+
     if partner:
         return JobType(r["partner_model"], r["partner_batch_size"], r["scale_factor"])
     return JobType(r["model"], r["batch_size"], r["scale_factor"])
@@ -315,11 +394,13 @@ def _jt(r, partner: bool = False):
 
 def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None:
     solver = schedule["solver"]
-    out.print(f"policy [bold]{schedule['policy']['name']}[/]: {solver['status']}"
-              + (f", objective {solver['objective']:.6g}" if solver["objective"] is not None else "")
-              + f", build {solver['build_s'] * 1000:.1f} ms, solve {solver['solve_s'] * 1000:.1f} ms"
-              + (f", {solver['n_classes']} job classes" if solver["n_classes"] else "")
-              + f", re-solved {len(solver['resolves'])}x")
+    out.print(
+        f"policy [bold]{schedule['policy']['name']}[/]: {solver['status']}"
+        + (f", objective {solver['objective']:.6g}" if solver["objective"] is not None else "")
+        + f", build {solver['build_s'] * 1000:.1f} ms, solve {solver['solve_s'] * 1000:.1f} ms"
+        + (f", {solver['n_classes']} job classes" if solver["n_classes"] else "")
+        + f", re-solved {len(solver['resolves'])}x"
+    )
     jobs_grid = Table(title="jobs")
     for column in ("job", "job type", "GPUs", "steps", "expected finish"):
         jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")
@@ -338,8 +419,9 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
     if estimated:
         out.print(f"note: {estimated} of the throughputs used are estimated, not measured")
     wrote = f"wrote {out_path} ({len(schedule['rounds'])} of {schedule['rounds_total']} rounds"
-    out.print(wrote + (f"; per-GPU view {csv_path})" if csv_path else ")")
-              + f"; makespan {_duration(result.makespan_s)}")
+    out.print(
+        wrote + (f"; per-GPU view {csv_path})" if csv_path else ")") + f"; makespan {_duration(result.makespan_s)}"
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -353,8 +435,12 @@ def _duration(seconds: float) -> str:
 def _register_commands() -> None:
     """Commands that live in their own modules (the profiler's imports torch only when run)."""
     from planner.cli.estimate import estimate_command
-    from planner.cli.schedule import (export_command, plan_next_round_command, schedule_show_command,
-                                      schedule_validate_command)
+    from planner.cli.schedule import (
+        export_command,
+        plan_next_round_command,
+        schedule_show_command,
+        schedule_validate_command,
+    )
     from planner.cli.simulate import simulate_command, sweep_command, trace_generate_command
     from profiler.cli import profile_command
 

@@ -4,6 +4,7 @@ The main CLI registers `estimate_command` with
 ``table_app.command("estimate")(estimate_command)``. User errors raise
 planner.errors.InputError, which the main CLI prints as one line.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,22 +32,48 @@ def _read(path: Path) -> ThroughputTable:
 
 
 def estimate_command(
-    table: Annotated[Path, typer.Argument(help="Measured throughput table (.csv, .parquet, or Gavel .json).",
-                                          metavar="TABLE", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the completed table (.csv or .parquet).",
-                                      metavar="FULL", show_default=False)],
-    rank: Annotated[int, typer.Option(help="Rank of the low-rank term (0 = job and partner biases only).")]
-    = DEFAULT_RANK,
+    table: Annotated[
+        Path,
+        typer.Argument(
+            help="Measured throughput table (.csv, .parquet, or Gavel .json).", metavar="TABLE", show_default=False
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the completed table (.csv or .parquet).",
+            metavar="FULL",
+            show_default=False,
+        ),
+    ],
+    rank: Annotated[
+        int, typer.Option(help="Rank of the low-rank term (0 = job and partner biases only).")
+    ] = DEFAULT_RANK,
     reg: Annotated[float, typer.Option(help="Ridge regularisation, per measurement.")] = DEFAULT_REG,
     seed: Annotated[int, typer.Option(help="Seed of the initial factors and of the holdout split.")] = 0,
-    zeros: Annotated[str, typer.Option(help="Measured 'cannot co-locate' pairs: 'exclude' them from the fit, "
-                                            "or fit them as factor 'zero'.")] = "exclude",
-    min_measured: Annotated[int, typer.Option(help="Measured pairs a job type and a partner (per worker type) "
-                                                   "need before their entries are estimated.")] = 1,
-    partial: Annotated[bool, typer.Option(help="Estimate what can be estimated instead of failing when some "
-                                               "job types or partners lack measurements.")] = False,
-    holdout: Annotated[float, typer.Option(help="Fraction of measured pairs hidden and re-estimated to report "
-                                                "an error (0 = skip).")] = 0.1,
+    zeros: Annotated[
+        str,
+        typer.Option(
+            help="Measured 'cannot co-locate' pairs: 'exclude' them from the fit, or fit them as factor 'zero'."
+        ),
+    ] = "exclude",
+    min_measured: Annotated[
+        int,
+        typer.Option(
+            help="Measured pairs a job type and a partner (per worker type) need before their entries are estimated."
+        ),
+    ] = 1,
+    partial: Annotated[
+        bool,
+        typer.Option(
+            help="Estimate what can be estimated instead of failing when some job types or partners lack measurements."
+        ),
+    ] = False,
+    holdout: Annotated[
+        float, typer.Option(help="Fraction of measured pairs hidden and re-estimated to report an error (0 = skip).")
+    ] = 0.1,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Fill every missing co-location entry from the measured ones.
@@ -69,8 +96,9 @@ def estimate_command(
     if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError("unsupported table format (use .csv or .parquet)", path=out)
     source = _read(table)
-    full, report = estimate_table(source, rank=rank, seed=seed, reg=reg, zeros=zeros,
-                                  min_measured=min_measured, partial=partial, holdout=holdout)
+    full, report = estimate_table(
+        source, rank=rank, seed=seed, reg=reg, zeros=zeros, min_measured=min_measured, partial=partial, holdout=holdout
+    )
     write_table(full, out)
     if json_output:
         typer.echo(json.dumps({"input": str(table), "output": str(out), **report.to_dict()}, indent=2))
@@ -85,24 +113,34 @@ def print_summary(report: EstimateReport, table: Path, out: Path, console: Conso
         view.add_column(name, justify="right")
     for g in report.groups:
         h = g.holdout
-        view.add_row(str(g.scale_factor), str(g.job_types), str(g.measured_pairs), str(g.measured_entries),
-                     str(g.failed_entries), str(g.estimated_entries),
-                     f"{h.median:.3f}" if h else "-", f"{h.p90:.3f}" if h else "-")
+        view.add_row(
+            str(g.scale_factor),
+            str(g.job_types),
+            str(g.measured_pairs),
+            str(g.measured_entries),
+            str(g.failed_entries),
+            str(g.estimated_entries),
+            f"{h.median:.3f}" if h else "-",
+            f"{h.p90:.3f}" if h else "-",
+        )
     console.print(view)
     for g in report.groups:
         if g.note and not g.note.startswith("complete"):
             console.print(f"scale factor {g.scale_factor}: {g.note}")
         if g.unestimable_entries and g.to_measure:
             more = " ..." if len(g.to_measure) > _SHOWN else ""
-            console.print(f"  scale factor {g.scale_factor}: {g.unestimable_entries} entries not estimated; "
-                          f"measure next ({len(g.to_measure)}): " + "; ".join(g.to_measure[:_SHOWN]) + more)
+            console.print(
+                f"  scale factor {g.scale_factor}: {g.unestimable_entries} entries not estimated; "
+                f"measure next ({len(g.to_measure)}): " + "; ".join(g.to_measure[:_SHOWN]) + more
+            )
     if report.missing_solo:
         shown = ", ".join(report.missing_solo[:_SHOWN])
         more = f" and {len(report.missing_solo) - _SHOWN} more" if len(report.missing_solo) > _SHOWN else ""
         console.print(f"solo rows missing (not estimated; measure them): {shown}{more}")
     holdouts = [g.holdout for g in report.groups if g.holdout]
     if holdouts:
-        console.print(f"holdout: {holdouts[0].fraction:.0%} of measured pairs hidden and re-estimated; "
-                      "error is |estimated - measured| of the normalised factor")
-    console.print(f"{report.measured_entries} measured + {report.estimated_entries} estimated entries "
-                  f"-> {out}")
+        console.print(
+            f"holdout: {holdouts[0].fraction:.0%} of measured pairs hidden and re-estimated; "
+            "error is |estimated - measured| of the normalised factor"
+        )
+    console.print(f"{report.measured_entries} measured + {report.estimated_entries} estimated entries -> {out}")

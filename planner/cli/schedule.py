@@ -5,6 +5,7 @@ The main CLI registers them, e.g. ``app.command("export")(user_errors(export_com
 User errors raise planner.errors.InputError (one line); `schedule validate`
 exits 1 when the schedule breaks a rule.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,47 +23,65 @@ console = Console()
 
 # --------------------------------------------------------------------------- export
 
+
 def export_command(
-    format: Annotated[str, typer.Argument(help="slurm, kubernetes (k8s), ray or csv.", metavar="FORMAT",
-                                          show_default=False)],
-    schedule: Annotated[Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE",
-                                             show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the launcher files into.",
-                                      show_default=False)],
-    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")]
-    = None,
-    jobs: Annotated[Optional[Path], typer.Option(help="Job list with a 'command' column (default: the schedule's).")]
-    = None,
-    table: Annotated[Optional[Path], typer.Option(help="Throughput table, for the pair checks (default: the "
-                                                       "schedule's).")] = None,
+    format: Annotated[
+        str, typer.Argument(help="slurm, kubernetes (k8s), ray or csv.", metavar="FORMAT", show_default=False)
+    ],
+    schedule: Annotated[
+        Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE", show_default=False)
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write the launcher files into.", show_default=False)
+    ],
+    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")] = None,
+    jobs: Annotated[
+        Optional[Path], typer.Option(help="Job list with a 'command' column (default: the schedule's).")
+    ] = None,
+    table: Annotated[
+        Optional[Path], typer.Option(help="Throughput table, for the pair checks (default: the schedule's).")
+    ] = None,
     default_command: Annotated[Optional[str], typer.Option(help="Command for jobs without one.")] = None,
-    grace: Annotated[float, typer.Option("--grace", help="Seconds between SIGTERM (checkpoint) and the round's "
-                                                         "end.")] = 60.0,
-    progress_dir: Annotated[Optional[str], typer.Option(help="Shared folder where each job writes "
-                                                             "<job_id>.json with its steps (ROTA_PROGRESS_FILE).")]
-    = None,
+    grace: Annotated[
+        float, typer.Option("--grace", help="Seconds between SIGTERM (checkpoint) and the round's end.")
+    ] = 60.0,
+    progress_dir: Annotated[
+        Optional[str],
+        typer.Option(help="Shared folder where each job writes <job_id>.json with its steps (ROTA_PROGRESS_FILE)."),
+    ] = None,
     partition: Annotated[Optional[str], typer.Option(help="Slurm: partition.")] = None,
     account: Annotated[Optional[str], typer.Option(help="Slurm: account.")] = None,
-    sbatch_option: Annotated[Optional[list[str]], typer.Option(help="Slurm: extra #SBATCH option (repeatable), "
-                                                                    "e.g. --sbatch-option=--qos=high.")] = None,
+    sbatch_option: Annotated[
+        Optional[list[str]],
+        typer.Option(help="Slurm: extra #SBATCH option (repeatable), e.g. --sbatch-option=--qos=high."),
+    ] = None,
     gang: Annotated[str, typer.Option(help="Kubernetes: gang scheduler, volcano or kueue.")] = "volcano",
-    queue: Annotated[Optional[str], typer.Option(help="Kubernetes: Volcano queue / Kueue LocalQueue name.")]
-    = None,
+    queue: Annotated[Optional[str], typer.Option(help="Kubernetes: Volcano queue / Kueue LocalQueue name.")] = None,
     namespace: Annotated[Optional[str], typer.Option(help="Kubernetes: namespace.")] = None,
-    image: Annotated[str, typer.Option(help="Kubernetes: container image that holds the job commands.")]
-    = "rota-workload:latest",
-    label_key: Annotated[str, typer.Option(help="Kubernetes: node label with the GPU product.")]
-    = "nvidia.com/gpu.product",
-    gpu_product: Annotated[Optional[list[str]], typer.Option(help="Kubernetes: TYPE=LABEL_VALUE (repeatable), "
-                                                                  "e.g. v100=Tesla-V100-SXM2-16GB; default: the "
-                                                                  "worker type's name.")] = None,
+    image: Annotated[
+        str, typer.Option(help="Kubernetes: container image that holds the job commands.")
+    ] = "rota-workload:latest",
+    label_key: Annotated[
+        str, typer.Option(help="Kubernetes: node label with the GPU product.")
+    ] = "nvidia.com/gpu.product",
+    gpu_product: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="Kubernetes: TYPE=LABEL_VALUE (repeatable), "
+            "e.g. v100=Tesla-V100-SXM2-16GB; default: the "
+            "worker type's name."
+        ),
+    ] = None,
     gpu_resource: Annotated[str, typer.Option(help="Kubernetes: GPU resource name.")] = "nvidia.com/gpu",
-    pin_nodes: Annotated[bool, typer.Option(help="Kubernetes: pin pods to the planned nodes "
-                                                 "(kubernetes.io/hostname).")] = True,
-    accelerator_type: Annotated[Optional[list[str]], typer.Option(help="Ray: TYPE=ACCELERATOR (repeatable), "
-                                                                       "default: the type upper-cased.")] = None,
-    node_resource: Annotated[Optional[str], typer.Option(help="Ray: prefix of a per-node custom resource to pin "
-                                                              "bundles, e.g. 'node:'.")] = None,
+    pin_nodes: Annotated[
+        bool, typer.Option(help="Kubernetes: pin pods to the planned nodes (kubernetes.io/hostname).")
+    ] = True,
+    accelerator_type: Annotated[
+        Optional[list[str]], typer.Option(help="Ray: TYPE=ACCELERATOR (repeatable), default: the type upper-cased.")
+    ] = None,
+    node_resource: Annotated[
+        Optional[str], typer.Option(help="Ray: prefix of a per-node custom resource to pin bundles, e.g. 'node:'.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the written files as JSON.")] = False,
 ):
     """Write launcher files for a schedule: Slurm batch scripts, Kubernetes manifests, a Ray plan, or a CSV.
@@ -73,10 +92,23 @@ def export_command(
 
     fmt = canonical_format(format)
     context = load_context(schedule, cluster=cluster, jobs=jobs, table=table, default_command=default_command)
-    options = dict(grace_s=grace, progress_dir=progress_dir, partition=partition, account=account,
-                   sbatch_options=list(sbatch_option or []), gang=gang, queue=queue, namespace=namespace, image=image,
-                   label_key=label_key, gpu_product=list(gpu_product or []), gpu_resource=gpu_resource,
-                   pin_nodes=pin_nodes, accelerator_type=list(accelerator_type or []), node_resource=node_resource)
+    options = dict(
+        grace_s=grace,
+        progress_dir=progress_dir,
+        partition=partition,
+        account=account,
+        sbatch_options=list(sbatch_option or []),
+        gang=gang,
+        queue=queue,
+        namespace=namespace,
+        image=image,
+        label_key=label_key,
+        gpu_product=list(gpu_product or []),
+        gpu_resource=gpu_resource,
+        pin_nodes=pin_nodes,
+        accelerator_type=list(accelerator_type or []),
+        node_resource=node_resource,
+    )
     written = export_schedule(fmt, context, out, **options)
     if as_json:
         console.print_json(json.dumps({"format": fmt, "out": str(out), "files": [str(p) for p in written]}))
@@ -89,11 +121,12 @@ def export_command(
 
 # --------------------------------------------------------------------------- validate
 
+
 def schedule_validate_command(
-    schedule: Annotated[Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE",
-                                             show_default=False)],
-    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")]
-    = None,
+    schedule: Annotated[
+        Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE", show_default=False)
+    ],
+    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")] = None,
     table: Annotated[Optional[Path], typer.Option(help="Throughput table (default: the schedule's).")] = None,
     jobs: Annotated[Optional[Path], typer.Option(help="Job list (default: the schedule's).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the violations as JSON.")] = False,
@@ -106,12 +139,19 @@ def schedule_validate_command(
     """
     from planner.export import load_context
 
-    context = load_context(schedule, cluster=cluster, table=table, jobs=jobs, need_commands=False,
-                           need_table=True)
+    context = load_context(schedule, cluster=cluster, table=table, jobs=jobs, need_commands=False, need_table=True)
     problems = context.violations()
     if as_json:
-        console.print_json(json.dumps({"schedule": str(schedule), "valid": not problems, "skipped": context.skipped,
-                                   "violations": [v.to_dict() for v in problems]}))
+        console.print_json(
+            json.dumps(
+                {
+                    "schedule": str(schedule),
+                    "valid": not problems,
+                    "skipped": context.skipped,
+                    "violations": [v.to_dict() for v in problems],
+                }
+            )
+        )
     else:
         for note in context.skipped:
             console.print(f"note: skipped {note}")
@@ -131,15 +171,16 @@ def schedule_validate_command(
 
 # --------------------------------------------------------------------------- show
 
+
 def schedule_show_command(
-    schedule: Annotated[Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE",
-                                             show_default=False)],
-    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")]
-    = None,
-    rounds: Annotated[Optional[str], typer.Option(help="Rounds to show, FIRST:LAST (inclusive) or one index; "
-                                                       "default: the first 30.")] = None,
-    plot: Annotated[Optional[Path], typer.Option(help="Also draw a Gantt chart (PNG) here; needs matplotlib.")]
-    = None,
+    schedule: Annotated[
+        Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE", show_default=False)
+    ],
+    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")] = None,
+    rounds: Annotated[
+        Optional[str], typer.Option(help="Rounds to show, FIRST:LAST (inclusive) or one index; default: the first 30.")
+    ] = None,
+    plot: Annotated[Optional[Path], typer.Option(help="Also draw a Gantt chart (PNG) here; needs matplotlib.")] = None,
 ):
     """Timeline of a schedule: per worker type, which job held which GPU in each round.
 
@@ -152,8 +193,10 @@ def schedule_show_command(
     for renderable in timeline_tables(context.schedule, context.cluster, chosen):
         console.print(renderable)
     if rounds is None and len(chosen) < len(context.schedule["rounds"]):
-        console.print(f"(rounds {chosen[0]['index']}-{chosen[-1]['index']} of {len(context.schedule['rounds'])}; "
-                  "see more with --rounds FIRST:LAST)")
+        console.print(
+            f"(rounds {chosen[0]['index']}-{chosen[-1]['index']} of {len(context.schedule['rounds'])}; "
+            "see more with --rounds FIRST:LAST)"
+        )
     if plot is not None:
         plot_gantt(context.schedule, context.cluster, chosen if rounds else context.schedule["rounds"], plot)
         console.print(f"wrote {plot}")
@@ -168,8 +211,20 @@ def job_codes(schedule: dict) -> dict[str, str]:
     return {jid: letters[k % 52] + (str(k // 52) if k >= 52 else "") for k, jid in enumerate(dict.fromkeys(ids))}
 
 
-_COLOURS = ["cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta", "bright_green",
-            "bright_yellow", "bright_blue", "bright_red"]
+_COLOURS = [
+    "cyan",
+    "magenta",
+    "green",
+    "yellow",
+    "blue",
+    "red",
+    "bright_cyan",
+    "bright_magenta",
+    "bright_green",
+    "bright_yellow",
+    "bright_blue",
+    "bright_red",
+]
 
 
 def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
@@ -193,8 +248,12 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
                 text = "+".join(f"[{colour[j]}]{codes[j]}[/]" for j in a["jobs"])
                 for gpu in a["gpus"]:
                     held[(gpu["node"], gpu["gpu"])] = text
-            grid.add_row(str(r["index"]), _clock(r["start_s"]), _clock(r["end_s"]),
-                         *[held.get(slot, "[dim]·[/]") for slot in gpus])
+            grid.add_row(
+                str(r["index"]),
+                _clock(r["start_s"]),
+                _clock(r["end_s"]),
+                *[held.get(slot, "[dim]·[/]") for slot in gpus],
+            )
         tables.append(grid)
     legend = Table(title="jobs")
     for column in ("code", "job", "GPUs", "steps", "expected finish"):
@@ -205,8 +264,13 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
             continue
         info = (schedule.get("jobs") or {}).get(jid, {})
         finish = info.get("expected_finish_s")
-        legend.add_row(f"[{colour[jid]}]{code}[/]", jid, str(info.get("scale_factor", "?")),
-                       f"{info.get('total_steps', 0):,.0f}", "-" if finish is None else _clock(finish))
+        legend.add_row(
+            f"[{colour[jid]}]{code}[/]",
+            jid,
+            str(info.get("scale_factor", "?")),
+            f"{info.get('total_steps', 0):,.0f}",
+            "-" if finish is None else _clock(finish),
+        )
     tables.append(legend)
     return tables
 
@@ -224,8 +288,9 @@ def plot_gantt(schedule: dict, cluster, chosen: list[dict], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise InputError("--plot needs matplotlib, which is not installed (pip install matplotlib)",
-                         field="--plot") from None
+        raise InputError(
+            "--plot needs matplotlib, which is not installed (pip install matplotlib)", field="--plot"
+        ) from None
     from planner.formats.atomic import write_with
 
     rows = [(w, node, g) for w, spec in cluster.worker_types.items() for node, g in spec.gpu_slots()]
@@ -241,8 +306,9 @@ def plot_gantt(schedule: dict, cluster, chosen: list[dict], path: Path) -> None:
             for k, jid in enumerate(a["jobs"]):
                 for gpu in a["gpus"]:
                     y = index[(gpu["node"], gpu["gpu"])] - 0.4 + k * share
-                    ax.broken_barh([(start, width)], (y, share), facecolors=colour[jid], edgecolor="white",
-                                   linewidth=0.3)
+                    ax.broken_barh(
+                        [(start, width)], (y, share), facecolors=colour[jid], edgecolor="white", linewidth=0.3
+                    )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{w} {node}:{g}" for w, node, g in rows], fontsize=7)
     ax.invert_yaxis()
@@ -268,38 +334,61 @@ def _round_slice(all_rounds: list[dict], spec: str | None) -> list[dict]:
         raise InputError(f"expected FIRST:LAST or an index, got {spec!r}", field="--rounds") from None
     chosen = [r for r in all_rounds if lo <= r["index"] <= hi]
     if not chosen:
-        raise InputError(f"no rounds in {spec!r} (the schedule has {all_rounds[0]['index']}-"
-                         f"{all_rounds[-1]['index']})", field="--rounds")
+        raise InputError(
+            f"no rounds in {spec!r} (the schedule has {all_rounds[0]['index']}-{all_rounds[-1]['index']})",
+            field="--rounds",
+        )
     return chosen
 
 
 # --------------------------------------------------------------------------- next round
 
+
 def plan_next_round_command(
-    state: Annotated[Path, typer.Option("--state", "-s", help="Planner state (rota.state/v1); read if it exists, "
-                                                              "then replaced by the new state.",
-                                        show_default=False)],
-    table: Annotated[Optional[Path], typer.Option("--table", "-t", help="Throughput table (default: the state's).")]
-    = None,
-    jobs: Annotated[Optional[Path], typer.Option("--jobs", "-j", help="Job list: needed for the first call; later, "
-                                                                      "jobs it lists that the state lacks are added.")]
-    = None,
-    cluster: Annotated[Optional[Path], typer.Option("--cluster", "-c", help="Cluster spec (default: the state's).")]
-    = None,
-    policy: Annotated[Optional[str], typer.Option("--policy", "-p", help="Policy (default: the state's, else "
-                                                                         "max_min_fairness_perf).")] = None,
-    progress: Annotated[Optional[Path], typer.Option(help="What the launcher saw: rota.progress/v1 JSON, a CSV "
-                                                          "(job_id, steps_done, finished) or a folder of "
-                                                          "<job_id>.json.")] = None,
+    state: Annotated[
+        Path,
+        typer.Option(
+            "--state",
+            "-s",
+            help="Planner state (rota.state/v1); read if it exists, then replaced by the new state.",
+            show_default=False,
+        ),
+    ],
+    table: Annotated[
+        Optional[Path], typer.Option("--table", "-t", help="Throughput table (default: the state's).")
+    ] = None,
+    jobs: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Job list: needed for the first call; later, jobs it lists that the state lacks are added.",
+        ),
+    ] = None,
+    cluster: Annotated[
+        Optional[Path], typer.Option("--cluster", "-c", help="Cluster spec (default: the state's).")
+    ] = None,
+    policy: Annotated[
+        Optional[str], typer.Option("--policy", "-p", help="Policy (default: the state's, else max_min_fairness_perf).")
+    ] = None,
+    progress: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="What the launcher saw: rota.progress/v1 JSON, a CSV "
+            "(job_id, steps_done, finished) or a folder of "
+            "<job_id>.json."
+        ),
+    ] = None,
     rounds: Annotated[int, typer.Option("--rounds", "-k", min=1, help="Rounds to plan.")] = 1,
-    out_path: Annotated[Path, typer.Option("--out", "-o", help="Schedule JSON of the planned rounds.")]
-    = Path("next_round.json"),
-    state_out: Annotated[Optional[Path], typer.Option(help="Write the new state here instead of over --state.")]
-    = None,
+    out_path: Annotated[Path, typer.Option("--out", "-o", help="Schedule JSON of the planned rounds.")] = Path(
+        "next_round.json"
+    ),
+    state_out: Annotated[Optional[Path], typer.Option(help="Write the new state here instead of over --state.")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the flat per-GPU CSV view.")] = None,
-    round_s: Annotated[Optional[float], typer.Option("--round-length", min=1.0, help="Round length in seconds "
-                                                                                     "(default: the state's, else "
-                                                                                     "360).")] = None,
+    round_s: Annotated[
+        Optional[float],
+        typer.Option("--round-length", min=1.0, help="Round length in seconds (default: the state's, else 360)."),
+    ] = None,
     method: Annotated[Optional[str], typer.Option("--solver-method", help="HiGHS method: ipm or simplex.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed for randomised policies (first call).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -312,9 +401,9 @@ def plan_next_round_command(
     """
     from planner.formats.cluster import read_cluster, require_table_rows
     from planner.formats.jobs import read_jobs
+    from planner.formats.table import read_table
     from planner.modes.next_round import next_round
     from planner.modes.state import read_progress, read_state, write_state
-    from planner.formats.table import read_table
 
     saved = read_state(state) if state.exists() else None
     table_path = table or _state_input(saved, "table", state)
@@ -332,17 +421,33 @@ def plan_next_round_command(
     if seed is not None:
         options["seed"] = seed
     inputs = {"table": table_path, "cluster": cluster_path, **({"jobs": jobs} if jobs is not None else {})}
-    result = next_round(thr, spec, state=saved, jobs=job_list, progress=reported, policy=policy,
-                        policy_options=options, round_s=round_s, rounds=rounds, inputs=inputs, state_path=state,
-                        progress_path=progress or "<progress>")
+    result = next_round(
+        thr,
+        spec,
+        state=saved,
+        jobs=job_list,
+        progress=reported,
+        policy=policy,
+        policy_options=options,
+        round_s=round_s,
+        rounds=rounds,
+        inputs=inputs,
+        state_path=state,
+        progress_path=progress or "<progress>",
+    )
     # The schedule first: if the state write fails, a retry plans the same round again.
     write_compact_schedule(result.schedule, out_path, csv_path)
     write_state(result.state, state_out or state)
-    summary = {"schedule": str(out_path), "state": str(state_out or state),
-               "rounds": [r["index"] for r in result.schedule["rounds"]], "done": result.done,
-               "active_jobs": result.schedule["next_round"]["active_jobs"],
-               "waiting_jobs": result.schedule["next_round"]["waiting_jobs"], "notes": result.notes,
-               "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()}}
+    summary = {
+        "schedule": str(out_path),
+        "state": str(state_out or state),
+        "rounds": [r["index"] for r in result.schedule["rounds"]],
+        "done": result.done,
+        "active_jobs": result.schedule["next_round"]["active_jobs"],
+        "waiting_jobs": result.schedule["next_round"]["waiting_jobs"],
+        "notes": result.notes,
+        "timings_ms": {k: round(v * 1000, 2) for k, v in result.timings.items()},
+    }
     if as_json:
         console.print_json(json.dumps(summary))
         return
@@ -353,9 +458,12 @@ def plan_next_round_command(
         for column in ("jobs", "worker type", "GPUs", "planned steps"):
             grid.add_column(column)
         for a in rnd["assignments"]:
-            grid.add_row("+".join(a["jobs"]), a["worker_type"],
-                         ", ".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"]),
-                         ", ".join(str(n) for n in a["planned_steps"].values()))
+            grid.add_row(
+                "+".join(a["jobs"]),
+                a["worker_type"],
+                ", ".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"]),
+                ", ".join(str(n) for n in a["planned_steps"].values()),
+            )
         console.print(grid)
     if result.done:
         console.print("every job has finished; nothing left to plan")
@@ -382,5 +490,6 @@ def _state_input(saved: dict | None, name: str, state_path: Path) -> Path | None
     for candidate in (Path(raw), state_path.parent / raw):
         if candidate.exists():
             return candidate
-    raise InputError(f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state_path,
-                     field=f"inputs.{name}")
+    raise InputError(
+        f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state_path, field=f"inputs.{name}"
+    )

@@ -3,6 +3,7 @@
 The main CLI registers them; each raises InputError for bad input (printed as
 one line by the CLI's error wrapper).
 """
+
 from __future__ import annotations
 
 import json
@@ -21,6 +22,7 @@ err = Console(stderr=True)
 
 
 # --------------------------------------------------------------------------- shared inputs
+
 
 def load_table(path: Path):
     """A rota table (.csv / .parquet) or Gavel's throughput JSON (.json)."""
@@ -58,9 +60,15 @@ def parse_window(text: Optional[str]) -> tuple[int, int] | None:
 def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_type, fixed_duration_h):
     from planner.formats.trace import GeneratorConfig, JobGenerator
 
-    config = GeneratorConfig(seed=seed, rate_per_hour=rate, multi_gpu=multi_gpu, multi_priority=multi_priority,
-                             slos=slos, reference_type=reference_type,
-                             fixed_duration_s=None if fixed_duration_h is None else fixed_duration_h * 3600.0)
+    config = GeneratorConfig(
+        seed=seed,
+        rate_per_hour=rate,
+        multi_gpu=multi_gpu,
+        multi_priority=multi_priority,
+        slos=slos,
+        reference_type=reference_type,
+        fixed_duration_s=None if fixed_duration_h is None else fixed_duration_h * 3600.0,
+    )
     return JobGenerator(table, config)
 
 
@@ -70,20 +78,24 @@ def _hours(seconds) -> str:
 
 # --------------------------------------------------------------------------- rota trace generate
 
+
 def trace_generate_command(
     table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
     out_path: Path = typer.Option(..., "--out", "-o", help="Trace to write: .trace (Gavel), .csv or .json (rota)."),
     num_jobs: int = typer.Option(..., "--num-jobs", "-n", min=1, help="Number of jobs to generate."),
-    rate: float = typer.Option(0.0, "--rate", min=0.0,
-                               help="Poisson arrivals, jobs per hour; 0: static trace (all jobs at t = 0)."),
+    rate: float = typer.Option(
+        0.0, "--rate", min=0.0, help="Poisson arrivals, jobs per hour; 0: static trace (all jobs at t = 0)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Gavel Scheduler seed (job stream seed+2, arrivals seed+3)."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Draw scale factors 1/2/4/8 (70/10/15/5 %)."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get priority weight 5."),
     slos: bool = typer.Option(False, "--slos", help="Give each job a deadline: 1.2x, 2x or 10x its duration."),
-    reference_type: Optional[str] = typer.Option(None, "--reference-type",
-                                                 help="Worker type durations refer to (default v100)."),
-    fixed_duration_h: Optional[float] = typer.Option(None, "--duration-h", min=0.0,
-                                                     help="Fixed duration in hours instead of Philly-like draws."),
+    reference_type: Optional[str] = typer.Option(
+        None, "--reference-type", help="Worker type durations refer to (default v100)."
+    ),
+    fixed_duration_h: Optional[float] = typer.Option(
+        None, "--duration-h", min=0.0, help="Fixed duration in hours instead of Philly-like draws."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
     """Generate a job trace with Gavel's generator (same seed, same jobs as Gavel).
@@ -94,60 +106,98 @@ def trace_generate_command(
     from planner.formats.trace import write_trace
 
     thr = load_table(table)
-    gen = _generator(thr, seed=seed, rate=rate, multi_gpu=multi_gpu, multi_priority=multi_priority, slos=slos,
-                     reference_type=reference_type, fixed_duration_h=fixed_duration_h)
+    gen = _generator(
+        thr,
+        seed=seed,
+        rate=rate,
+        multi_gpu=multi_gpu,
+        multi_priority=multi_priority,
+        slos=slos,
+        reference_type=reference_type,
+        fixed_duration_h=fixed_duration_h,
+    )
     jobs = gen.take(num_jobs)
     write_trace(jobs, out_path, thr)
     scales: dict[int, int] = {}
     for j in jobs:
         scales[j.scale_factor] = scales.get(j.scale_factor, 0) + 1
     durations = [gen.durations[j.job_id] for j in jobs]
-    summary = {"trace": str(out_path), "jobs": len(jobs), "seed": seed, "rate_per_hour": rate,
-               "last_arrival_h": jobs[-1].arrival_s / 3600, "mean_duration_h": sum(durations) / len(durations) / 3600,
-               "scale_factors": {str(k): v for k, v in sorted(scales.items())},
-               "reference_type": gen.reference_type}
+    summary = {
+        "trace": str(out_path),
+        "jobs": len(jobs),
+        "seed": seed,
+        "rate_per_hour": rate,
+        "last_arrival_h": jobs[-1].arrival_s / 3600,
+        "mean_duration_h": sum(durations) / len(durations) / 3600,
+        "scale_factors": {str(k): v for k, v in sorted(scales.items())},
+        "reference_type": gen.reference_type,
+    }
     if as_json:
         out.print_json(json.dumps(summary))
         return
     mix = ", ".join(f"{v} x{k}" for k, v in summary["scale_factors"].items())
-    out.print(f"wrote {out_path}: {len(jobs)} jobs ({mix} GPUs), arrivals over "
-              f"{summary['last_arrival_h']:.1f} h, mean duration {summary['mean_duration_h']:.1f} h "
-              f"on {gen.reference_type}")
+    out.print(
+        f"wrote {out_path}: {len(jobs)} jobs ({mix} GPUs), arrivals over "
+        f"{summary['last_arrival_h']:.1f} h, mean duration {summary['mean_duration_h']:.1f} h "
+        f"on {gen.reference_type}"
+    )
 
 
 # --------------------------------------------------------------------------- rota simulate
 
+
 def simulate_command(
     table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
-    cluster: str = typer.Option(..., "--cluster", "-c",
-                                help="Cluster file (.yaml/.json) or inline: 36:36:36 (v100:p100:k80), v100=4,k80=8."),
+    cluster: str = typer.Option(
+        ..., "--cluster", "-c", help="Cluster file (.yaml/.json) or inline: 36:36:36 (v100:p100:k80), v100=4,k80=8."
+    ),
     policy: str = typer.Option("max_min_fairness_perf", "--policy", "-p", help="Policy name (see 'rota policies')."),
-    decision_table: Optional[Path] = typer.Option(None, "--decision-table",
-                                                  help="Table the policy decides on (e.g. from 'rota table "
-                                                       "estimate'); jobs progress at --table's throughputs."),
-    trace: Optional[Path] = typer.Option(None, "--trace", help="Replay a Gavel .trace or a rota job list (.csv/.json)."),
-    num_jobs: Optional[int] = typer.Option(None, "--num-jobs", "-n", min=1,
-                                           help="Generate this many jobs (with --rate 0: a static trace)."),
+    decision_table: Optional[Path] = typer.Option(
+        None,
+        "--decision-table",
+        help="Table the policy decides on (e.g. from 'rota table estimate'); jobs progress at --table's throughputs.",
+    ),
+    trace: Optional[Path] = typer.Option(
+        None, "--trace", help="Replay a Gavel .trace or a rota job list (.csv/.json)."
+    ),
+    num_jobs: Optional[int] = typer.Option(
+        None, "--num-jobs", "-n", min=1, help="Generate this many jobs (with --rate 0: a static trace)."
+    ),
     rate: float = typer.Option(0.0, "--rate", min=0.0, help="Generated arrivals, jobs per hour (0: all at t = 0)."),
-    window: Optional[str] = typer.Option(None, "--window", "-w",
-                                         help="Measure jobs START:END (arrival order), e.g. 4000:5000; "
-                                              "an endless generated trace stops when they are done."),
+    window: Optional[str] = typer.Option(
+        None,
+        "--window",
+        "-w",
+        help="Measure jobs START:END (arrival order), e.g. 4000:5000; "
+        "an endless generated trace stops when they are done.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Gavel Scheduler seed: jobs, arrivals, shuffles, random policies."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of generated jobs get weight 5."),
     round_s: float = typer.Option(360.0, "--round-length", min=1.0, help="Round length tau in seconds."),
-    gavel_compat: bool = typer.Option(False, "--gavel-compat",
-                                      help="Gavel's quirks: 1920 s between re-solves, new jobs wait for a re-solve, "
-                                           "v100-p100-k80 visiting order, execution time from the previous round's end."),
-    resolve_interval: Optional[float] = typer.Option(None, "--resolve-interval", min=0.0,
-                                                     help="Minimum seconds between re-solves "
-                                                          "(default 0, or 1920 with --gavel-compat)."),
+    gavel_compat: bool = typer.Option(
+        False,
+        "--gavel-compat",
+        help="Gavel's quirks: 1920 s between re-solves, new jobs wait for a re-solve, "
+        "v100-p100-k80 visiting order, execution time from the previous round's end.",
+    ),
+    resolve_interval: Optional[float] = typer.Option(
+        None,
+        "--resolve-interval",
+        min=0.0,
+        help="Minimum seconds between re-solves (default 0, or 1920 with --gavel-compat).",
+    ),
     method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm or simplex."),
     no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class."),
-    with_rho: bool = typer.Option(False, "--rho", help="Also run 'isolated' on the same trace for rho = JCT / JCT_isolated."),
-    max_active: Optional[int] = typer.Option(None, "--max-active", min=1,
-                                             help="Call the load saturated beyond this many jobs in the system "
-                                                  "(default 10 per GPU, at least 200)."),
+    with_rho: bool = typer.Option(
+        False, "--rho", help="Also run 'isolated' on the same trace for rho = JCT / JCT_isolated."
+    ),
+    max_active: Optional[int] = typer.Option(
+        None,
+        "--max-active",
+        min=1,
+        help="Call the load saturated beyond this many jobs in the system (default 10 per GPU, at least 200).",
+    ),
     out_dir: Path = typer.Option(Path("simulation"), "--out", "-o", help="Folder for jobs.csv and summary.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON instead of tables."),
 ):
@@ -157,13 +207,14 @@ def simulate_command(
     --policy max_min_fairness_perf --rate 2.4 --window 4000:5000 --gavel-compat --out sim/
     """
     from planner.formats.atomic import write_text_atomic
-    from planner.policies.lp import LP_METHODS
     from planner.modes.simulate import SimulationConfig, Workload
     from planner.modes.sweep import write_job_csv
+    from planner.policies.lp import LP_METHODS
 
     if method not in LP_METHODS:
-        raise InputError(f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}",
-                         field="--solver-method")
+        raise InputError(
+            f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}", field="--solver-method"
+        )
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)
     spec = load_cluster(cluster)
@@ -176,28 +227,58 @@ def simulate_command(
         if trace is not None:
             return Workload(jobs=read_trace(trace, thr, spec), description={"trace": str(trace)})
         if num_jobs is None and window is None:
-            raise InputError("give a --trace, a number of jobs (--num-jobs) or a --window for an endless "
-                             "generated trace", field="--num-jobs")
-        gen = _generator(thr, seed=seed, rate=rate, multi_gpu=multi_gpu, multi_priority=multi_priority,
-                         slos=False, reference_type=None, fixed_duration_h=None)
-        return Workload(generator=gen, num_jobs=num_jobs,
-                        description={"generator": asdict(gen.config), "num_jobs": num_jobs})
+            raise InputError(
+                "give a --trace, a number of jobs (--num-jobs) or a --window for an endless generated trace",
+                field="--num-jobs",
+            )
+        gen = _generator(
+            thr,
+            seed=seed,
+            rate=rate,
+            multi_gpu=multi_gpu,
+            multi_priority=multi_priority,
+            slos=False,
+            reference_type=None,
+            fixed_duration_h=None,
+        )
+        return Workload(
+            generator=gen, num_jobs=num_jobs, description={"generator": asdict(gen.config), "num_jobs": num_jobs}
+        )
 
-    config = SimulationConfig(policy=policy, round_s=round_s, gavel_compat=gavel_compat, seed=seed,
-                              window=parse_window(window), resolve_interval_s=resolve_interval,
-                              solver_method=method, aggregate=not no_aggregate, max_active_jobs=max_active)
+    config = SimulationConfig(
+        policy=policy,
+        round_s=round_s,
+        gavel_compat=gavel_compat,
+        seed=seed,
+        window=parse_window(window),
+        resolve_interval_s=resolve_interval,
+        solver_method=method,
+        aggregate=not no_aggregate,
+        max_active_jobs=max_active,
+    )
     reference = None
     if with_rho:
         iso = SimulationConfig(**{**asdict(config), "policy": "isolated"})
         ref = _run_with_progress(thr, spec, workload(), iso, "isolated (rho reference)", quiet=as_json)
         reference = {r["job_id"]: r["jct_s"] for r in ref.jobs if r["jct_s"] is not None}
-    result = _run_with_progress(thr, spec, workload(), config, policy, quiet=as_json, reference=reference,
-                                decision_table=decide)
+    result = _run_with_progress(
+        thr, spec, workload(), config, policy, quiet=as_json, reference=reference, decision_table=decide
+    )
 
-    summary = {"format": "rota.simulation/v1", "status": result.status, "reason": result.reason,
-               "inputs": {"table": str(table), "cluster": cluster, "trace": None if trace is None else str(trace),
-                          "decision_table": None if decision_table is None else str(decision_table)},
-               "config": result.config, "workload": result.workload, "metrics": result.metrics}
+    summary = {
+        "format": "rota.simulation/v1",
+        "status": result.status,
+        "reason": result.reason,
+        "inputs": {
+            "table": str(table),
+            "cluster": cluster,
+            "trace": None if trace is None else str(trace),
+            "decision_table": None if decision_table is None else str(decision_table),
+        },
+        "config": result.config,
+        "workload": result.workload,
+        "metrics": result.metrics,
+    }
     write_job_csv(result.jobs, out_dir / "jobs.csv")
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     if as_json:
@@ -211,16 +292,24 @@ def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=N
 
     from planner.modes.simulate import run_simulation
 
-    with Progress(TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active"),
-                  TimeElapsedColumn(), console=err, transient=True, disable=quiet) as bar:
+    with Progress(
+        TextColumn(f"[bold]{label}[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet,
+    ) as bar:
         task = bar.add_task("simulate", total=None, sim_h=0.0, active=0)
 
         def progress(now, done, total, active):
             bar.update(task, completed=done, total=total or None, sim_h=now / 3600, active=active)
 
-        return run_simulation(thr, spec, workload, config, progress=progress, reference_jct=reference,
-                              decision_table=decision_table)
+        return run_simulation(
+            thr, spec, workload, config, progress=progress, reference_jct=reference, decision_table=decision_table
+        )
 
 
 def _print_summary(result, policy: str, out_dir: Path) -> None:
@@ -242,12 +331,15 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
     for w, u in m["utilisation"].items():
         grid.add_row(f"utilisation {w}", f"{u * 100:.1f} %")
     rate = m["lease_extension_rate"]
-    grid.add_row("lease extensions", "-" if rate is None else
-                 f"{rate * 100:.1f} % ({m['lease_extensions']}/{m['lease_opportunities']})")
+    grid.add_row(
+        "lease extensions",
+        "-" if rate is None else f"{rate * 100:.1f} % ({m['lease_extensions']}/{m['lease_opportunities']})",
+    )
     if "rho" in m:
         r = m["rho"]
-        grid.add_row("rho mean / p90 / max", "-" if r["mean"] is None else
-                     f"{r['mean']:.3f} / {r['p90']:.3f} / {r['max']:.3f}")
+        grid.add_row(
+            "rho mean / p90 / max", "-" if r["mean"] is None else f"{r['mean']:.3f} / {r['p90']:.3f} / {r['max']:.3f}"
+        )
     grid.add_row("re-solves / solver time", f"{m['resolves']} / {m['solver_s']:.2f} s")
     grid.add_row("rounds / wall time", f"{m['rounds']} / {m['wall_s']:.2f} s")
     out.print(grid)
@@ -256,13 +348,15 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
 
 # --------------------------------------------------------------------------- rota sweep
 
+
 def sweep_command(
     table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
     cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster file or inline spec (36:36:36)."),
     policies: str = typer.Option(..., "--policies", "-p", help="Comma-separated policy names."),
     rates: Optional[str] = typer.Option(None, "--rates", help="Input rates (jobs/h): '0.4,0.8' or Gavel's LO:HI:K."),
-    static_jobs: Optional[str] = typer.Option(None, "--static-jobs",
-                                              help="Static traces instead: numbers of jobs, e.g. 100,200,300."),
+    static_jobs: Optional[str] = typer.Option(
+        None, "--static-jobs", help="Static traces instead: numbers of jobs, e.g. 100,200,300."
+    ),
     seeds: str = typer.Option("0", "--seeds", help="Comma-separated seeds."),
     window: Optional[str] = typer.Option(None, "--window", "-w", help="Measured jobs START:END (continuous sweeps)."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
@@ -272,12 +366,14 @@ def sweep_command(
     method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm or simplex."),
     max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Simulations run in parallel (worker processes)."),
-    out_dir: Path = typer.Option(Path("sweep"), "--out", "-o",
-                                 help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."),
+    out_dir: Path = typer.Option(
+        Path("sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
+    ),
     plot_format: str = typer.Option("png", "--plot-format", help="png, svg or png,svg."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots."),
-    cdf_rate: Optional[float] = typer.Option(None, "--cdf-rate", help="Input rate for the JCT CDF plot "
-                                                                       "(default: the highest rate no policy saturates)."),
+    cdf_rate: Optional[float] = typer.Option(
+        None, "--cdf-rate", help="Input rate for the JCT CDF plot (default: the highest rate no policy saturates)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
 ):
     """Sweep policies x input rates x seeds in parallel; plot JCT vs load and JCT CDFs (paper Figs. 8-10).
@@ -286,8 +382,8 @@ def sweep_command(
     --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
     --window 4000:5000 --gavel-compat --jobs 8 --out fig8/
     """
-    from planner.policies import POLICY_NAMES
     from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
+    from planner.policies import POLICY_NAMES
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     for name in names:
@@ -302,15 +398,34 @@ def sweep_command(
         raise InputError("static job counts must be positive", field="--static-jobs")
     formats = [f.strip() for f in plot_format.split(",") if f.strip()]
     load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
-    spec = SweepSpec(table=str(table), cluster=cluster, policies=names, seeds=seed_list,
-                     rates=rate_grid(rates) if rates else [], static_jobs=job_counts, window=parse_window(window),
-                     multi_gpu=multi_gpu, multi_priority=multi_priority, gavel_compat=gavel_compat, round_s=round_s,
-                     solver_method=method, max_active_jobs=max_active)
+    spec = SweepSpec(
+        table=str(table),
+        cluster=cluster,
+        policies=names,
+        seeds=seed_list,
+        rates=rate_grid(rates) if rates else [],
+        static_jobs=job_counts,
+        window=parse_window(window),
+        multi_gpu=multi_gpu,
+        multi_priority=multi_priority,
+        gavel_compat=gavel_compat,
+        round_s=round_s,
+        solver_method=method,
+        max_active_jobs=max_active,
+    )
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("[bold]sweep[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[last]}"),
-                  TimeElapsedColumn(), console=err, transient=True, disable=as_json) as bar:
+    with Progress(
+        TextColumn("[bold]sweep[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json,
+    ) as bar:
         task = bar.add_task("sweep", total=len(spec.points()), last="")
 
         def on_point(rec, done, total):
@@ -326,21 +441,33 @@ def sweep_command(
         return
     grid = Table(title=f"sweep {out_dir}")
     for column in ("policy", "load", "seed", "status", "avg JCT h", "p99 JCT h", "makespan h", "util", "wall s"):
-        grid.add_column(column, justify="left" if column in ("policy", "status") else "right",
-                        no_wrap=column in ("policy", "status"))
+        grid.add_column(
+            column,
+            justify="left" if column in ("policy", "status") else "right",
+            no_wrap=column in ("policy", "status"),
+        )
     for r in rows:
         load = f"{r['num_jobs']} jobs" if r["num_jobs"] is not None else f"{r['rate']:g}/h"
         fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
-        grid.add_row(r["policy"], load, str(r["seed"]), r["status"], fmt(r["avg_jct_h"]), fmt(r["p99_jct_h"]),
-                     fmt(r["makespan_h"]), fmt(r["utilisation"], ".3f"), fmt(r["wall_s"], ".1f"))
+        grid.add_row(
+            r["policy"],
+            load,
+            str(r["seed"]),
+            r["status"],
+            fmt(r["avg_jct_h"]),
+            fmt(r["p99_jct_h"]),
+            fmt(r["makespan_h"]),
+            fmt(r["utilisation"], ".3f"),
+            fmt(r["wall_s"], ".1f"),
+        )
     out.print(grid, width=max(out.width, 110))
     out.print(f"wrote {out_dir / 'summary.csv'}" + (f" and {len(plots)} plot files" if plots else ""))
 
 
 def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: float | None = None) -> list[Path]:
     """The figures of a finished sweep: JCT (or makespan) vs load, JCT CDF, rho CDF."""
-    from planner.report import plots
     from planner.modes.sweep import read_job_csv
+    from planner.report import plots
 
     paths: list[Path] = []
     static = all(r.get("num_jobs") is not None for r in records)
@@ -358,19 +485,37 @@ def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: f
     for r in chosen:
         rows = read_job_csv(out_dir / "jobs" / f"{r['key']}.csv")
         jct[r["policy"]] = [float(x["jct_s"]) / 3600 for x in rows if x["in_window"] == "True" and x["jct_s"]]
-    paths += plots.plot_cdf(jct, out_dir / f"jct_cdf_rate={rate:g}", xlabel="JCT (hours)", log_x=True,
-                            title=f"{rate:g} jobs/hour, seed {seed}", formats=formats)
+    paths += plots.plot_cdf(
+        jct,
+        out_dir / f"jct_cdf_rate={rate:g}",
+        xlabel="JCT (hours)",
+        log_x=True,
+        title=f"{rate:g} jobs/hour, seed {seed}",
+        formats=formats,
+    )
     if any(r["policy"] == "isolated" for r in chosen):
         from planner.modes.metrics import rho
+
         iso = next(r for r in chosen if r["policy"] == "isolated")
-        ref = {x["job_id"]: float(x["jct_s"]) for x in read_job_csv(out_dir / "jobs" / f"{iso['key']}.csv")
-               if x["in_window"] == "True" and x["jct_s"]}
+        ref = {
+            x["job_id"]: float(x["jct_s"])
+            for x in read_job_csv(out_dir / "jobs" / f"{iso['key']}.csv")
+            if x["in_window"] == "True" and x["jct_s"]
+        }
         for r in chosen:
-            mine = {x["job_id"]: float(x["jct_s"]) for x in read_job_csv(out_dir / "jobs" / f"{r['key']}.csv")
-                    if x["in_window"] == "True" and x["jct_s"]}
+            mine = {
+                x["job_id"]: float(x["jct_s"])
+                for x in read_job_csv(out_dir / "jobs" / f"{r['key']}.csv")
+                if x["in_window"] == "True" and x["jct_s"]
+            }
             if r["policy"] != "isolated":
                 rho_values[r["policy"]] = list(rho(mine, ref).values())
         if rho_values:
-            paths += plots.plot_cdf(rho_values, out_dir / f"rho_cdf_rate={rate:g}", xlabel="finish-time fairness rho",
-                                    title=f"{rate:g} jobs/hour, seed {seed}", formats=formats)
+            paths += plots.plot_cdf(
+                rho_values,
+                out_dir / f"rho_cdf_rate={rate:g}",
+                xlabel="finish-time fairness rho",
+                title=f"{rate:g} jobs/hour, seed {seed}",
+                formats=formats,
+            )
     return paths

@@ -46,6 +46,7 @@ Missing solo rows are listed in the report instead.
 
 Pure numpy; no torch, no solver.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -64,6 +65,7 @@ ZERO_MODES = ("exclude", "zero")
 
 
 # --------------------------------------------------------------------------- factor matrix
+
 
 @dataclass
 class FactorMatrix:
@@ -169,6 +171,7 @@ def build_factor_matrices(table: ThroughputTable, zeros: str = "exclude") -> lis
 
 # --------------------------------------------------------------------------- ALS
 
+
 @dataclass
 class LowRankModel:
     mu: float
@@ -197,8 +200,14 @@ def _ridge_side(mask: np.ndarray, resid: np.ndarray, other: np.ndarray, reg: flo
     return np.linalg.solve(gram, rhs[:, :, None])[:, :, 0]
 
 
-def als_fit(values: np.ndarray, rank: int = DEFAULT_RANK, reg: float = DEFAULT_REG,
-            n_iter: int = DEFAULT_ITERATIONS, seed: int = 0, tol: float = 1e-7) -> LowRankModel:
+def als_fit(
+    values: np.ndarray,
+    rank: int = DEFAULT_RANK,
+    reg: float = DEFAULT_REG,
+    n_iter: int = DEFAULT_ITERATIONS,
+    seed: int = 0,
+    tol: float = 1e-7,
+) -> LowRankModel:
     """Fit the biased rank-``rank`` model to the finite entries of ``values``.
 
     A row or column without measurements keeps zero bias and factors, so its
@@ -219,7 +228,7 @@ def als_fit(values: np.ndarray, rank: int = DEFAULT_RANK, reg: float = DEFAULT_R
     br, bc = np.zeros(n), np.zeros(m)
     previous = None
     iterations = 0
-    for iterations in range(1, n_iter + 1):
+    for iterations in range(1, n_iter + 1):  # noqa: B007 (read after the loop)
         # Rows: features [V, 1] -> (U, row bias); target minus mu and column bias.
         theta = _ridge_side(mask, filled - mu - bc[None, :], np.hstack([V, np.ones((m, 1))]), reg)
         U, br = theta[:, :rank], theta[:, rank]
@@ -232,16 +241,23 @@ def als_fit(values: np.ndarray, rank: int = DEFAULT_RANK, reg: float = DEFAULT_R
     return LowRankModel(mu, br, bc, U, V, iterations)
 
 
-def als_complete(values: np.ndarray, rank: int = DEFAULT_RANK, reg: float = DEFAULT_REG,
-                 n_iter: int = DEFAULT_ITERATIONS, seed: int = 0) -> np.ndarray:
+def als_complete(
+    values: np.ndarray,
+    rank: int = DEFAULT_RANK,
+    reg: float = DEFAULT_REG,
+    n_iter: int = DEFAULT_ITERATIONS,
+    seed: int = 0,
+) -> np.ndarray:
     """Every entry of ``values`` predicted (unclipped); NaN entries are the unknowns."""
     return als_fit(values, rank=rank, reg=reg, n_iter=n_iter, seed=seed).predict()
 
 
 # --------------------------------------------------------------------------- coverage
 
-def estimable_mask(measured: np.ndarray, wanted: np.ndarray, mirror: tuple[np.ndarray, np.ndarray],
-                   min_measured: int = 1) -> np.ndarray:
+
+def estimable_mask(
+    measured: np.ndarray, wanted: np.ndarray, mirror: tuple[np.ndarray, np.ndarray], min_measured: int = 1
+) -> np.ndarray:
     """Wanted entries whose row and column, and whose mirror's row and column,
     each hold at least ``min_measured`` measurements (an entry with an empty
     row or column would carry no information about that job type or partner)."""
@@ -255,8 +271,9 @@ def estimable_mask(measured: np.ndarray, wanted: np.ndarray, mirror: tuple[np.nd
     return ok & mirror_ok
 
 
-def suggest_measurements(fm: FactorMatrix, measured: np.ndarray, min_measured: int = 1,
-                         limit: int = 10_000) -> list[tuple[int, int]]:
+def suggest_measurements(
+    fm: FactorMatrix, measured: np.ndarray, min_measured: int = 1, limit: int = 10_000
+) -> list[tuple[int, int]]:
     """A small set of pairs (row, col) to measure so that every wanted entry
     becomes estimable, chosen greedily: each short job type gets the partner
     best covered so far (the natural "reference jobs"), each short column the
@@ -295,14 +312,19 @@ def shortages(fm: FactorMatrix, measured: np.ndarray, min_measured: int = 1) -> 
     """Job types and (worker type, partner) columns with too few measurements."""
     rows = measured.sum(axis=1)
     cols = measured.sum(axis=0)
-    out = [f"job type {fm.job_types[i].label} has {int(rows[i])}"
-           for i in np.flatnonzero((rows < min_measured) & fm.wanted.any(axis=1))]
-    out += [f"partner {fm.columns[j][1].label} on {fm.columns[j][0]} has {int(cols[j])}"
-            for j in np.flatnonzero((cols < min_measured) & fm.wanted.any(axis=0))]
+    out = [
+        f"job type {fm.job_types[i].label} has {int(rows[i])}"
+        for i in np.flatnonzero((rows < min_measured) & fm.wanted.any(axis=1))
+    ]
+    out += [
+        f"partner {fm.columns[j][1].label} on {fm.columns[j][0]} has {int(cols[j])}"
+        for j in np.flatnonzero((cols < min_measured) & fm.wanted.any(axis=0))
+    ]
     return out
 
 
 # --------------------------------------------------------------------------- holdout
+
 
 @dataclass
 class HoldoutError:
@@ -314,8 +336,9 @@ class HoldoutError:
     p90: float
 
 
-def hide_pairs(fm: FactorMatrix, fraction: float, rng: np.random.Generator,
-               values: np.ndarray | None = None) -> np.ndarray:
+def hide_pairs(
+    fm: FactorMatrix, fraction: float, rng: np.random.Generator, values: np.ndarray | None = None
+) -> np.ndarray:
     """Boolean mask of measured entries to hide: a random ``fraction`` of the
     measured (worker type, pair)s, both mirror entries together, as one
     co-location run measures both."""
@@ -328,8 +351,15 @@ def hide_pairs(fm: FactorMatrix, fraction: float, rng: np.random.Generator,
     return measured & np.isin(ids, hidden_ids)
 
 
-def holdout_error(fm: FactorMatrix, fraction: float = 0.1, *, rank: int = DEFAULT_RANK,
-                  reg: float = DEFAULT_REG, seed: int = 0, min_measured: int = 1) -> HoldoutError | None:
+def holdout_error(
+    fm: FactorMatrix,
+    fraction: float = 0.1,
+    *,
+    rank: int = DEFAULT_RANK,
+    reg: float = DEFAULT_REG,
+    seed: int = 0,
+    min_measured: int = 1,
+) -> HoldoutError | None:
     """Hide ``fraction`` of the measured pairs, re-estimate them, compare."""
     rng = np.random.default_rng(seed)
     hidden = hide_pairs(fm, fraction, rng)
@@ -345,6 +375,7 @@ def holdout_error(fm: FactorMatrix, fraction: float = 0.1, *, rank: int = DEFAUL
 
 
 # --------------------------------------------------------------------------- the table
+
 
 @dataclass
 class GroupReport:
@@ -391,8 +422,7 @@ class EstimateReport:
 def missing_solo_rows(table: ThroughputTable) -> list[str]:
     """Job types (model, batch size, scale factor) without a solo row on some
     worker type of the table. These are not estimated (see the module docstring)."""
-    return [f"{jt.label} on {w}" for jt in table.job_types for w in table.worker_types
-            if not table.has(w, jt)]
+    return [f"{jt.label} on {w}" for jt in table.job_types for w in table.worker_types if not table.has(w, jt)]
 
 
 def _pairs(n: int) -> str:
@@ -407,10 +437,18 @@ def provenance(rank: int, measured_pairs: int) -> str:
     return f"estimated: {METHOD} rank {rank} from {measured_pairs} measured pairs"
 
 
-def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int = 0, *,
-                   reg: float = DEFAULT_REG, zeros: str = "exclude", min_measured: int = 1,
-                   partial: bool = False, holdout: float = 0.0,
-                   n_iter: int = DEFAULT_ITERATIONS) -> tuple[ThroughputTable, EstimateReport]:
+def estimate_table(
+    table: ThroughputTable,
+    rank: int = DEFAULT_RANK,
+    seed: int = 0,
+    *,
+    reg: float = DEFAULT_REG,
+    zeros: str = "exclude",
+    min_measured: int = 1,
+    partial: bool = False,
+    holdout: float = 0.0,
+    n_iter: int = DEFAULT_ITERATIONS,
+) -> tuple[ThroughputTable, EstimateReport]:
     """Fill every missing co-location entry of ``table`` that can be estimated.
 
     Returns the new table (all original rows, previously estimated rows
@@ -428,8 +466,7 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
     if not 0.0 <= holdout < 1.0:
         raise InputError(f"holdout must be in [0, 1), got {holdout}", field="holdout")
     if zeros not in ZERO_MODES:
-        raise InputError(f"unknown zeros mode {zeros!r} (expected one of {', '.join(ZERO_MODES)})",
-                         field="zeros")
+        raise InputError(f"unknown zeros mode {zeros!r} (expected one of {', '.join(ZERO_MODES)})", field="zeros")
     matrices = build_factor_matrices(table, zeros=zeros)
     groups: list[GroupReport] = []
     new_rows: list[dict[str, Any]] = []
@@ -438,13 +475,16 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
         measured = fm.measured
         ids = fm.pair_ids()
         report = GroupReport(
-            scale_factor=fm.scale_factor, job_types=len(fm.job_types), worker_types=len(fm.worker_types),
+            scale_factor=fm.scale_factor,
+            job_types=len(fm.job_types),
+            worker_types=len(fm.worker_types),
             measured_pairs=int(len(np.unique(ids[measured & (ids >= 0)]))),
-            measured_entries=int(measured.sum()), failed_entries=int(fm.failed.sum()))
+            measured_entries=int(measured.sum()),
+            failed_entries=int(fm.failed.sum()),
+        )
         groups.append(report)
         if holdout > 0 and measured.any():
-            report.holdout = holdout_error(fm, holdout, rank=rank, reg=reg, seed=seed,
-                                           min_measured=min_measured)
+            report.holdout = holdout_error(fm, holdout, rank=rank, reg=reg, seed=seed, min_measured=min_measured)
         if not fm.wanted.any():
             report.note = "complete: nothing to estimate"
             continue
@@ -453,8 +493,10 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
             picks = suggest_measurements(fm, measured, min_measured)
             report.unestimable_entries = int(fm.wanted.sum())
             report.to_measure = _describe(fm, picks, limit=None)
-            report.note = (f"no co-location measured at scale factor {fm.scale_factor}: left missing "
-                           f"(measure {_pairs(len(picks))} to estimate it)")
+            report.note = (
+                f"no co-location measured at scale factor {fm.scale_factor}: left missing "
+                f"(measure {_pairs(len(picks))} to estimate it)"
+            )
             continue
         ok = estimable_mask(measured, fm.wanted, mirror, min_measured)
         short = fm.wanted & ~ok
@@ -466,9 +508,12 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
             problems.append(
                 f"cannot estimate {int(short.sum())} co-location entries at scale factor {fm.scale_factor} "
                 f"(each job type and partner needs at least {_pairs(min_measured)} measured: "
-                + ", ".join(short_items[:3]) + (f" and {len(short_items) - 3} more" if len(short_items) > 3 else "")
-                + f"); measure next ({_pairs(len(picks))}): " + "; ".join(_describe(fm, picks))
-                + (" ..." if len(picks) > 5 else ""))
+                + ", ".join(short_items[:3])
+                + (f" and {len(short_items) - 3} more" if len(short_items) > 3 else "")
+                + f"); measure next ({_pairs(len(picks))}): "
+                + "; ".join(_describe(fm, picks))
+                + (" ..." if len(picks) > 5 else "")
+            )
         model = als_fit(fm.values, rank=rank, reg=reg, n_iter=n_iter, seed=seed)
         report.iterations = model.iterations
         report.provenance = provenance(rank, report.measured_pairs)
@@ -479,10 +524,13 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
 
     if not any(g.measured_entries for g in groups) and any(g.to_measure for g in groups):
         first = next(g for g in groups if g.to_measure)
-        raise InputError("no co-location measured, nothing to estimate from; measure next "
-                         f"({_pairs(len(first.to_measure))} at scale factor {first.scale_factor}): " + "; ".join(first.to_measure[:5])
-                         + (" ..." if len(first.to_measure) > 5 else ""),
-                         path=table.path)
+        raise InputError(
+            "no co-location measured, nothing to estimate from; measure next "
+            f"({_pairs(len(first.to_measure))} at scale factor {first.scale_factor}): "
+            + "; ".join(first.to_measure[:5])
+            + (" ..." if len(first.to_measure) > 5 else ""),
+            path=table.path,
+        )
     if problems and not partial:
         raise InputError(" | ".join(problems) + "; or pass --partial to estimate the rest", path=table.path)
 
@@ -495,8 +543,14 @@ def estimate_table(table: ThroughputTable, rank: int = DEFAULT_RANK, seed: int =
 
 
 def _key(r: dict[str, Any]) -> tuple:
-    return (r["worker_type"], r["model"], r["batch_size"], r["scale_factor"],
-            r["partner_model"], r["partner_batch_size"])
+    return (
+        r["worker_type"],
+        r["model"],
+        r["batch_size"],
+        r["scale_factor"],
+        r["partner_model"],
+        r["partner_batch_size"],
+    )
 
 
 def _estimated_row(fm: FactorMatrix, i: int, j: int, factor: float, source_note: str) -> dict[str, Any]:
@@ -504,8 +558,15 @@ def _estimated_row(fm: FactorMatrix, i: int, j: int, factor: float, source_note:
     w, b = fm.columns[j]
     throughput = factor * fm.solo[i, j]
     runnable = throughput > 0.0
-    return {"worker_type": w, "model": a.model, "batch_size": a.batch_size, "scale_factor": a.scale_factor,
-            "partner_model": b.model, "partner_batch_size": b.batch_size,
-            "throughput": throughput if runnable else 0.0,
-            "status": "estimated" if runnable else "failed", "source": "estimated",
-            "device_name": source_note}
+    return {
+        "worker_type": w,
+        "model": a.model,
+        "batch_size": a.batch_size,
+        "scale_factor": a.scale_factor,
+        "partner_model": b.model,
+        "partner_batch_size": b.batch_size,
+        "throughput": throughput if runnable else 0.0,
+        "status": "estimated" if runnable else "failed",
+        "source": "estimated",
+        "device_name": source_note,
+    }

@@ -4,10 +4,11 @@
 returns their paths; `load_context` reads a schedule with its cluster and the
 command of every job (see common.py).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from planner.errors import InputError
 from planner.export.common import ExportContext, load_context

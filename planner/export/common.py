@@ -7,6 +7,7 @@ exit; at the round's end whatever still runs is killed. The next round that
 lists the job starts its command again, and the job resumes from its latest
 checkpoint. Each process sees ROTA_* variables saying what the round expects.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -14,13 +15,14 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster, read_cluster
-from planner.errors import InputError
 from planner.formats.files import read_json
 from planner.formats.schedule_check import SCHEDULE_FORMAT, Violation, check_schedule
 from planner.formats.table import JobType, ThroughputTable
@@ -33,7 +35,7 @@ class ExportContext:
     schedule: dict
     schedule_path: Path
     cluster: Cluster
-    commands: dict[str, str]                     # job id -> command line
+    commands: dict[str, str]  # job id -> command line
     table: ThroughputTable | None = None
     job_types: dict[str, JobType] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # checks the validator could not run
@@ -43,11 +45,13 @@ class ExportContext:
         return float(self.schedule["round_s"])
 
     def violations(self) -> list[Violation]:
-        return check_schedule(self.schedule, self.cluster, table=self.table,
-                              job_types=self.job_types if self.table is not None else None)
+        return check_schedule(
+            self.schedule, self.cluster, table=self.table, job_types=self.job_types if self.table is not None else None
+        )
 
 
 # --------------------------------------------------------------------------- loading
+
 
 def read_schedule(path: str | os.PathLike) -> dict:
     path = Path(path)
@@ -107,8 +111,9 @@ def read_job_records(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and not value.strip()) or (
-        isinstance(value, float) and value != value)
+    return (
+        value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and value != value)
+    )
 
 
 def _job_type(info: dict) -> JobType | None:
@@ -131,9 +136,16 @@ def scheduled_jobs(schedule: dict) -> list[str]:
     return list(seen)
 
 
-def load_context(schedule_path: str | os.PathLike, *, cluster: Path | None = None, jobs: Path | None = None,
-                 table: Path | None = None, default_command: str | None = None,
-                 need_commands: bool = True, need_table: bool = False) -> ExportContext:
+def load_context(
+    schedule_path: str | os.PathLike,
+    *,
+    cluster: Path | None = None,
+    jobs: Path | None = None,
+    table: Path | None = None,
+    default_command: str | None = None,
+    need_commands: bool = True,
+    need_table: bool = False,
+) -> ExportContext:
     """Read a schedule plus the inputs it names (overridable), and each job's command:
     from the schedule's job entries, else the job list's `command` column, else
     `default_command`."""
@@ -141,8 +153,9 @@ def load_context(schedule_path: str | os.PathLike, *, cluster: Path | None = Non
     schedule = read_schedule(schedule_path)
     cluster_path = input_path(schedule, "cluster", schedule_path, cluster)
     if cluster_path is None:
-        raise InputError("the cluster spec it names is not found; give it with --cluster", path=schedule_path,
-                         field="inputs.cluster")
+        raise InputError(
+            "the cluster spec it names is not found; give it with --cluster", path=schedule_path, field="inputs.cluster"
+        )
     spec = read_cluster(cluster_path)
     skipped = []
     table_path = input_path(schedule, "table", schedule_path, table)
@@ -152,8 +165,9 @@ def load_context(schedule_path: str | os.PathLike, *, cluster: Path | None = Non
 
         thr = read_table(table_path)
     elif need_table:
-        raise InputError("the throughput table it names is not found; give it with --table", path=schedule_path,
-                         field="inputs.table")
+        raise InputError(
+            "the throughput table it names is not found; give it with --table", path=schedule_path, field="inputs.table"
+        )
     else:
         skipped.append("throughput and pair checks (no table)")
     jobs_path = input_path(schedule, "jobs", schedule_path, jobs)
@@ -183,8 +197,12 @@ def load_context(schedule_path: str | os.PathLike, *, cluster: Path | None = Non
                 continue
             where = jobs_path if jobs_path is not None else schedule_path
             row = records.get(jid, {}).get("_row")
-            raise InputError(f"no command for job {jid!r}: add a 'command' column to the job list, or give "
-                             "--default-command", path=where, row=row, field="command")
+            raise InputError(
+                f"no command for job {jid!r}: add a 'command' column to the job list, or give --default-command",
+                path=where,
+                row=row,
+                field="command",
+            )
     return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped)
 
 
@@ -198,6 +216,7 @@ def require_valid(context: ExportContext) -> None:
 
 # --------------------------------------------------------------------------- per-job facts
 
+
 def round_dir(index: int) -> str:
     return f"round-{index:04d}"
 
@@ -210,8 +229,9 @@ def gpus_by_node(assignment: dict) -> list[tuple[str, list[int]]]:
     return list(out.items())
 
 
-def job_env(schedule: dict, rnd: dict, assignment: dict, jid: str, *, grace_s: float,
-            progress_dir: str | None = None) -> dict[str, str]:
+def job_env(
+    schedule: dict, rnd: dict, assignment: dict, jid: str, *, grace_s: float, progress_dir: str | None = None
+) -> dict[str, str]:
     """What a job's process is told about its round (all strings)."""
     others = [o for o in assignment["jobs"] if o != jid]
     info = schedule["jobs"].get(jid, {})
@@ -241,35 +261,52 @@ def launch_script(commands: list[tuple[str, dict[str, str]]]) -> str:
     runs under an `sh -c` that outlives it (`trap : TERM`), so the wrapper keeps
     waiting while the jobs write their checkpoints; it exits with the first failure.
     """
-    lines = ['pids="" stopping="" signalled=""',
-             'stop() { signalled=1; [ -n "$stopping" ] && return; stopping=1; kill -TERM 0 2>/dev/null || true; }',
-             "trap stop TERM USR1 INT"]
+    lines = [
+        'pids="" stopping="" signalled=""',
+        'stop() { signalled=1; [ -n "$stopping" ] && return; stopping=1; kill -TERM 0 2>/dev/null || true; }',
+        "trap stop TERM USR1 INT",
+    ]
     for command, env in commands:
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
         lines.append(f"( export {exports}; exec /bin/sh -c {shlex.quote('trap : TERM; ' + command)} ) &")
         lines.append('pids="$pids $!"')
-    lines += ["status=0",
-              "for p in $pids; do",
-              '  rc=""',
-              "  while :; do",
-              # a trapped signal makes wait return early: wait again for the job's own status
-              '    signalled=""; wait "$p"; r=$?',
-              '    if [ "$r" -eq 127 ] && [ -n "$rc" ]; then break; fi',
-              "    rc=$r",
-              '    [ -n "$signalled" ] || break',
-              "  done",
-              '  [ "$status" -ne 0 ] || status=$rc',
-              "done",
-              'exit "$status"']
+    lines += [
+        "status=0",
+        "for p in $pids; do",
+        '  rc=""',
+        "  while :; do",
+        # a trapped signal makes wait return early: wait again for the job's own status
+        '    signalled=""; wait "$p"; r=$?',
+        '    if [ "$r" -eq 127 ] && [ -n "$rc" ]; then break; fi',
+        "    rc=$r",
+        '    [ -n "$signalled" ] || break',
+        "  done",
+        '  [ "$status" -ne 0 ] || status=$rc',
+        "done",
+        'exit "$status"',
+    ]
     return "\n".join(lines) + "\n"
 
 
-def commands_of(context: ExportContext, rnd: dict, assignment: dict, *, grace_s: float,
-                progress_dir: str | None = None, extra_env: dict[str, str] | None = None
-                ) -> list[tuple[str, dict[str, str]]]:
-    return [(context.commands[jid], {**job_env(context.schedule, rnd, assignment, jid, grace_s=grace_s,
-                                                progress_dir=progress_dir), **(extra_env or {})})
-            for jid in assignment["jobs"]]
+def commands_of(
+    context: ExportContext,
+    rnd: dict,
+    assignment: dict,
+    *,
+    grace_s: float,
+    progress_dir: str | None = None,
+    extra_env: dict[str, str] | None = None,
+) -> list[tuple[str, dict[str, str]]]:
+    return [
+        (
+            context.commands[jid],
+            {
+                **job_env(context.schedule, rnd, assignment, jid, grace_s=grace_s, progress_dir=progress_dir),
+                **(extra_env or {}),
+            },
+        )
+        for jid in assignment["jobs"]
+    ]
 
 
 def grace_for(round_s: float, grace_s: float) -> int:
@@ -333,9 +370,11 @@ def write_files(out_dir: Path, files: dict[str, str], executable: Iterable[str] 
 
 
 def header(context: ExportContext, what: str, comment: str = "#") -> str:
-    lines = [f"rota export: {what}",
-             f"from {context.schedule_path.name} ({SCHEDULE_FORMAT}, policy "
-             f"{context.schedule.get('policy', {}).get('name', '?')}, round length {context.round_s:g} s)",
-             "Contract: SIGTERM ROTA_GRACE_S seconds before the round ends -> write a checkpoint and exit;",
-             "the next round that lists the job restarts its command, which resumes from that checkpoint."]
+    lines = [
+        f"rota export: {what}",
+        f"from {context.schedule_path.name} ({SCHEDULE_FORMAT}, policy "
+        f"{context.schedule.get('policy', {}).get('name', '?')}, round length {context.round_s:g} s)",
+        "Contract: SIGTERM ROTA_GRACE_S seconds before the round ends -> write a checkpoint and exit;",
+        "the next round that lists the job restarts its command, which resumes from that checkpoint.",
+    ]
     return "\n".join(f"{comment} {line}" for line in lines) + "\n"

@@ -17,6 +17,7 @@ Gangs (one pod per node of the placement, so per-node GPU counts are exact):
 `check_manifest` is an offline structural check of every field emitted here
 (types, required fields, DNS names, label syntax, unknown fields rejected).
 """
+
 from __future__ import annotations
 
 import json
@@ -28,9 +29,21 @@ from typing import Any
 import yaml
 
 from planner.errors import InputError
-from planner.export.common import (DEFAULT_GRACE_S, ExportContext, assignment_label, commands_of, dns_name,
-                                   gpus_by_node, grace_for, header, launch_script, parse_map, require_valid,
-                                   round_dir, write_files)
+from planner.export.common import (
+    DEFAULT_GRACE_S,
+    ExportContext,
+    assignment_label,
+    commands_of,
+    dns_name,
+    gpus_by_node,
+    grace_for,
+    header,
+    launch_script,
+    parse_map,
+    require_valid,
+    round_dir,
+    write_files,
+)
 
 DEFAULT_LABEL_KEY = "nvidia.com/gpu.product"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
@@ -59,9 +72,25 @@ def _labels(rnd: dict, name: str) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": "rota", "rota/round": str(rnd["index"]), "rota/assignment": name}
 
 
-def _pod_template(context: ExportContext, rnd: dict, a: dict, *, node: str, n_gpus: int, rank: int,
-                  n_nodes: int, labels: dict, image: str, label_key: str, product: str, gpu_resource: str,
-                  grace: int, pin_nodes: bool, scheduler: str | None, progress_dir: str | None) -> dict:
+def _pod_template(
+    context: ExportContext,
+    rnd: dict,
+    a: dict,
+    *,
+    node: str,
+    n_gpus: int,
+    rank: int,
+    n_nodes: int,
+    labels: dict,
+    image: str,
+    label_key: str,
+    product: str,
+    gpu_resource: str,
+    grace: int,
+    pin_nodes: bool,
+    scheduler: str | None,
+    progress_dir: str | None,
+) -> dict:
     env = {"ROTA_NODE_RANK": str(rank), "ROTA_NUM_NODES": str(n_nodes)}
     script = launch_script(commands_of(context, rnd, a, grace_s=grace, progress_dir=progress_dir, extra_env=env))
     selector = {label_key: product}
@@ -72,22 +101,37 @@ def _pod_template(context: ExportContext, rnd: dict, a: dict, *, node: str, n_gp
         "activeDeadlineSeconds": max(1, math.ceil(context.round_s) - grace),
         "terminationGracePeriodSeconds": grace,
         "nodeSelector": selector,
-        "containers": [{
-            "name": "job",
-            "image": image,
-            "command": ["/bin/sh", "-c", script],
-            "env": [{"name": k, "value": v} for k, v in env.items()],
-            "resources": {"limits": {gpu_resource: n_gpus}},
-        }],
+        "containers": [
+            {
+                "name": "job",
+                "image": image,
+                "command": ["/bin/sh", "-c", script],
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "resources": {"limits": {gpu_resource: n_gpus}},
+            }
+        ],
     }
     if scheduler:
         spec = {"schedulerName": scheduler, **spec}
     return {"metadata": {"labels": dict(labels)}, "spec": spec}
 
 
-def manifest(context: ExportContext, rnd: dict, a: dict, *, gang: str, queue: str | None, namespace: str | None,
-             image: str, label_key: str, products: dict[str, str], gpu_resource: str, grace: int,
-             pin_nodes: bool, progress_dir: str | None) -> dict:
+def manifest(
+    context: ExportContext,
+    rnd: dict,
+    a: dict,
+    *,
+    gang: str,
+    queue: str | None,
+    namespace: str | None,
+    image: str,
+    label_key: str,
+    products: dict[str, str],
+    gpu_resource: str,
+    grace: int,
+    pin_nodes: bool,
+    progress_dir: str | None,
+) -> dict:
     label = assignment_label(a)
     name = dns_name(f"rota-r{rnd['index']:04d}-{label}")
     labels = _labels(rnd, name)
@@ -95,34 +139,70 @@ def manifest(context: ExportContext, rnd: dict, a: dict, *, gang: str, queue: st
     if namespace:
         meta["namespace"] = namespace
     meta["labels"] = dict(labels)
-    meta["annotations"] = {"rota/jobs": ",".join(a["jobs"]), "rota/worker-type": a["worker_type"],
-                           "rota/planned-steps": json.dumps(a["planned_steps"], sort_keys=True),
-                           "rota/gpus": ",".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"])}
+    meta["annotations"] = {
+        "rota/jobs": ",".join(a["jobs"]),
+        "rota/worker-type": a["worker_type"],
+        "rota/planned-steps": json.dumps(a["planned_steps"], sort_keys=True),
+        "rota/gpus": ",".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"]),
+    }
     nodes = gpus_by_node(a)
     product = products.get(a["worker_type"], a["worker_type"])
-    pods = [_pod_template(context, rnd, a, node=node, n_gpus=len(gpus), rank=k, n_nodes=len(nodes), labels=labels,
-                          image=image, label_key=label_key, product=product, gpu_resource=gpu_resource, grace=grace,
-                          pin_nodes=pin_nodes, scheduler=None, progress_dir=progress_dir)
-            for k, (node, gpus) in enumerate(nodes)]
+    pods = [
+        _pod_template(
+            context,
+            rnd,
+            a,
+            node=node,
+            n_gpus=len(gpus),
+            rank=k,
+            n_nodes=len(nodes),
+            labels=labels,
+            image=image,
+            label_key=label_key,
+            product=product,
+            gpu_resource=gpu_resource,
+            grace=grace,
+            pin_nodes=pin_nodes,
+            scheduler=None,
+            progress_dir=progress_dir,
+        )
+        for k, (node, gpus) in enumerate(nodes)
+    ]
     if gang == "volcano":
         spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": len(pods), "maxRetry": 1}
         if queue:
             spec["queue"] = queue
         # A pod ended by the round's deadline ends the gang; the next round starts it afresh.
-        spec["policies"] = [{"event": "PodFailed", "action": "TerminateJob"},
-                            {"event": "PodEvicted", "action": "TerminateJob"}]
+        spec["policies"] = [
+            {"event": "PodFailed", "action": "TerminateJob"},
+            {"event": "PodEvicted", "action": "TerminateJob"},
+        ]
         spec["tasks"] = [{"name": f"node{k}", "replicas": 1, "template": pod} for k, pod in enumerate(pods)]
         return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec}
     meta["labels"][QUEUE_LABEL] = queue or "default"
     if len(pods) == 1:
-        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta,
-                "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0,
-                         "template": pods[0]}}
-    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
-            "spec": {"suspend": True, "replicatedJobs": [
-                {"name": f"node{k}", "replicas": 1,
-                 "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pod}}}
-                for k, pod in enumerate(pods)]}}
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": meta,
+            "spec": {"suspend": True, "parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pods[0]},
+        }
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": meta,
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [
+                {
+                    "name": f"node{k}",
+                    "replicas": 1,
+                    "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pod}},
+                }
+                for k, pod in enumerate(pods)
+            ],
+        },
+    }
 
 
 DRIVER = """#!/bin/bash
@@ -151,11 +231,22 @@ fi
 """
 
 
-def export_kubernetes(context: ExportContext, out_dir: Path, *, gang: str = "volcano", queue: str | None = None,
-                      namespace: str | None = None, image: str = DEFAULT_IMAGE,
-                      label_key: str = DEFAULT_LABEL_KEY, gpu_product: list[str] | dict | None = None,
-                      gpu_resource: str = DEFAULT_GPU_RESOURCE, grace_s: float = DEFAULT_GRACE_S,
-                      pin_nodes: bool = True, progress_dir: str | None = None, **_ignored) -> list[Path]:
+def export_kubernetes(
+    context: ExportContext,
+    out_dir: Path,
+    *,
+    gang: str = "volcano",
+    queue: str | None = None,
+    namespace: str | None = None,
+    image: str = DEFAULT_IMAGE,
+    label_key: str = DEFAULT_LABEL_KEY,
+    gpu_product: list[str] | dict | None = None,
+    gpu_resource: str = DEFAULT_GPU_RESOURCE,
+    grace_s: float = DEFAULT_GRACE_S,
+    pin_nodes: bool = True,
+    progress_dir: str | None = None,
+    **_ignored,
+) -> list[Path]:
     if gang not in GANGS:
         raise InputError(f"unknown gang scheduler {gang!r}; use one of {', '.join(GANGS)}", field="--gang")
     if not _LABEL_KEY.match(label_key):
@@ -171,18 +262,33 @@ def export_kubernetes(context: ExportContext, out_dir: Path, *, gang: str = "vol
     for rnd in context.schedule["rounds"]:
         rounds.append(round_dir(rnd["index"]))
         for a in rnd["assignments"]:
-            doc = manifest(context, rnd, a, gang=gang, queue=queue, namespace=namespace, image=image,
-                           label_key=label_key, products=products, gpu_resource=gpu_resource, grace=grace,
-                           pin_nodes=pin_nodes, progress_dir=progress_dir)
+            doc = manifest(
+                context,
+                rnd,
+                a,
+                gang=gang,
+                queue=queue,
+                namespace=namespace,
+                image=image,
+                label_key=label_key,
+                products=products,
+                gpu_resource=gpu_resource,
+                grace=grace,
+                pin_nodes=pin_nodes,
+                progress_dir=progress_dir,
+            )
             problems = check_manifest(doc)
             if problems:  # a bad option value (e.g. a product label value) surfaces here
                 raise InputError(f"{doc['metadata']['name']}: {problems[0]}", field="manifest")
             rel = f"{round_dir(rnd['index'])}/{doc['metadata']['name']}.yaml"
-            files[rel] = header(context, f"round {rnd['index']}, {assignment_label(a)}") + \
-                to_yaml(doc)
+            files[rel] = header(context, f"round {rnd['index']}, {assignment_label(a)}") + to_yaml(doc)
     ns = f'NS="--namespace {namespace}"' if namespace else 'NS=""'
-    files["driver.sh"] = DRIVER.format(header=header(context, "Kubernetes driver"), round_s=math.ceil(context.round_s),
-                                       rounds=" ".join(rounds), namespace_line=ns)
+    files["driver.sh"] = DRIVER.format(
+        header=header(context, "Kubernetes driver"),
+        round_s=math.ceil(context.round_s),
+        rounds=" ".join(rounds),
+        namespace_line=ns,
+    )
     return write_files(out_dir, files, executable=["driver.sh"])
 
 
@@ -193,10 +299,33 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-_VOLCANO_EVENTS = {"*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted",
-                   "TaskFailed", "OutOfSync", "CommandIssued", "JobUpdated"}
-_VOLCANO_ACTIONS = {"AbortJob", "RestartJob", "RestartTask", "RestartPod", "TerminateJob", "CompleteJob", "ResumeJob",
-                    "SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue"}
+_VOLCANO_EVENTS = {
+    "*",
+    "PodPending",
+    "PodRunning",
+    "PodFailed",
+    "PodEvicted",
+    "Unknown",
+    "TaskCompleted",
+    "TaskFailed",
+    "OutOfSync",
+    "CommandIssued",
+    "JobUpdated",
+}
+_VOLCANO_ACTIONS = {
+    "AbortJob",
+    "RestartJob",
+    "RestartTask",
+    "RestartPod",
+    "TerminateJob",
+    "CompleteJob",
+    "ResumeJob",
+    "SyncJob",
+    "EnqueueJob",
+    "SyncQueue",
+    "OpenQueue",
+    "CloseQueue",
+}
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mun]|e[0-9]+)?$")
 
 
@@ -271,9 +400,18 @@ class _Checker:
         if "metadata" in tpl:
             self.metadata(tpl["metadata"], f"{where}.metadata", top=False)
         spec, w = tpl.get("spec"), f"{where}.spec"
-        if not self.fields(spec, w, {"schedulerName": False, "restartPolicy": False, "activeDeadlineSeconds": False,
-                                     "terminationGracePeriodSeconds": False, "nodeSelector": False,
-                                     "containers": True}):
+        if not self.fields(
+            spec,
+            w,
+            {
+                "schedulerName": False,
+                "restartPolicy": False,
+                "activeDeadlineSeconds": False,
+                "terminationGracePeriodSeconds": False,
+                "nodeSelector": False,
+                "containers": True,
+            },
+        ):
             return
         if spec.get("restartPolicy", "Always") not in restart:
             self.fail(f"{w}.restartPolicy", f"must be one of {', '.join(restart)}")
@@ -289,8 +427,9 @@ class _Checker:
             self.container(c, f"{w}.containers[{k}]")
 
     def container(self, c: Any, where: str) -> None:
-        if not self.fields(c, where, {"name": True, "image": True, "command": False, "args": False, "env": False,
-                                      "resources": False}):
+        if not self.fields(
+            c, where, {"name": True, "image": True, "command": False, "args": False, "env": False, "resources": False}
+        ):
             return
         self.string(c, "name", where, _DNS_LABEL, 63)
         self.string(c, "image", where)
@@ -306,17 +445,28 @@ class _Checker:
         if res is not None and self.fields(res, f"{where}.resources", {"limits": False, "requests": False}):
             for kind in ("limits", "requests"):
                 for name, q in (res.get(kind) or {}).items():
-                    ok = (isinstance(q, int) and not isinstance(q, bool) and q >= 0) or \
-                         (isinstance(q, str) and _QUANTITY.match(q))
+                    ok = (isinstance(q, int) and not isinstance(q, bool) and q >= 0) or (
+                        isinstance(q, str) and _QUANTITY.match(q)
+                    )
                     if not isinstance(name, str) or not _LABEL_KEY.match(name):
                         self.fail(f"{where}.resources.{kind}", f"invalid resource name {name!r}")
                     if not ok:
                         self.fail(f"{where}.resources.{kind}.{name}", f"invalid quantity {q!r}")
 
     def job_spec(self, spec: Any, where: str) -> None:
-        if not self.fields(spec, where, {"suspend": False, "parallelism": False, "completions": False,
-                                         "backoffLimit": False, "activeDeadlineSeconds": False,
-                                         "ttlSecondsAfterFinished": False, "template": True}):
+        if not self.fields(
+            spec,
+            where,
+            {
+                "suspend": False,
+                "parallelism": False,
+                "completions": False,
+                "backoffLimit": False,
+                "activeDeadlineSeconds": False,
+                "ttlSecondsAfterFinished": False,
+                "template": True,
+            },
+        ):
             return
         self.boolean(spec, "suspend", where)
         for key in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
@@ -337,8 +487,18 @@ def check_manifest(doc: Any) -> list[str]:
     if kind == ("batch/v1", "Job"):
         c.job_spec(spec, "spec")
     elif kind == ("batch.volcano.sh/v1alpha1", "Job"):
-        if c.fields(spec, "spec", {"schedulerName": False, "minAvailable": True, "queue": False,
-                                   "maxRetry": False, "policies": False, "tasks": True}):
+        if c.fields(
+            spec,
+            "spec",
+            {
+                "schedulerName": False,
+                "minAvailable": True,
+                "queue": False,
+                "maxRetry": False,
+                "policies": False,
+                "tasks": True,
+            },
+        ):
             for k, pol in enumerate(spec.get("policies", [])):
                 if c.fields(pol, f"spec.policies[{k}]", {"event": True, "action": True}):
                     if pol["event"] not in _VOLCANO_EVENTS:

@@ -12,6 +12,7 @@ Then the groups are removed and the next round starts.
 This file is copied next to the plan; it imports ray only when run, and
 nothing from rota.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,12 @@ def run_commands(commands: list[dict], round_s: float, grace_s: float, poll_s: f
     round_s - grace_s, SIGKILL after round_s. Returns the exit codes."""
     started = time.monotonic()
     # `trap : TERM` keeps the shell alive until its command exits, so the exit code is the job's.
-    procs = [subprocess.Popen(["/bin/sh", "-c", "trap : TERM; " + c["command"]], env={**os.environ, **c["env"]},
-                              start_new_session=True) for c in commands]
+    procs = [
+        subprocess.Popen(
+            ["/bin/sh", "-c", "trap : TERM; " + c["command"]], env={**os.environ, **c["env"]}, start_new_session=True
+        )
+        for c in commands
+    ]
     signalled = False
     while any(p.poll() is None for p in procs):
         elapsed = time.monotonic() - started
@@ -70,7 +75,7 @@ def run_round(rnd: dict, plan: dict) -> dict[str, list[int]]:
         probe = ray.remote(_node_ip)
         refs = {}
         for pg, g in zip(groups, rnd["groups"]):
-            strategy = lambda i: PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)  # noqa: E731
+            strategy = lambda i, pg=pg: PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i)  # noqa: E731
             extra = {}
             if len(g["bundles"]) > 1:  # a multi-node gang: tell every node where rank 0 is
                 extra["ROTA_MASTER_ADDR"] = ray.get(probe.options(num_cpus=0, scheduling_strategy=strategy(0)).remote())
@@ -79,8 +84,11 @@ def run_round(rnd: dict, plan: dict) -> dict[str, list[int]]:
                 commands = [{"command": j["command"], "env": {**j["env"], **env}} for j in g["jobs"]]
                 resources = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
                 refs[f"{g['name']}/{i}"] = runner.options(
-                    num_cpus=bundle.get("CPU", 0), num_gpus=bundle["GPU"], resources=resources,
-                    scheduling_strategy=strategy(i)).remote(commands, plan["round_s"], plan["grace_s"])
+                    num_cpus=bundle.get("CPU", 0),
+                    num_gpus=bundle["GPU"],
+                    resources=resources,
+                    scheduling_strategy=strategy(i),
+                ).remote(commands, plan["round_s"], plan["grace_s"])
         return dict(zip(refs, ray.get(list(refs.values()))))
     finally:
         for pg in groups:

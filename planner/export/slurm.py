@@ -12,15 +12,27 @@ they have all left the queue (or cancels what is left, after a SIGTERM, once
 the round plus the grace period is over). Jobs that continue are submitted
 again with the next round: their restart is the requeue.
 """
+
 from __future__ import annotations
 
 import math
 import shlex
 from pathlib import Path
 
-from planner.export.common import (DEFAULT_GRACE_S, ExportContext, assignment_label, commands_of, file_name,
-                                   gpus_by_node, grace_for, header, launch_script, require_valid, round_dir,
-                                   write_files)
+from planner.export.common import (
+    DEFAULT_GRACE_S,
+    ExportContext,
+    assignment_label,
+    commands_of,
+    file_name,
+    gpus_by_node,
+    grace_for,
+    header,
+    launch_script,
+    require_valid,
+    round_dir,
+    write_files,
+)
 
 
 def time_limit(seconds: float) -> str:
@@ -31,8 +43,17 @@ def time_limit(seconds: float) -> str:
     return f"{days}-{text}" if days else text
 
 
-def batch_script(context: ExportContext, rnd: dict, assignment: dict, *, grace_s: int, partition: str | None,
-                 account: str | None, extra: list[str], progress_dir: str | None) -> str:
+def batch_script(
+    context: ExportContext,
+    rnd: dict,
+    assignment: dict,
+    *,
+    grace_s: int,
+    partition: str | None,
+    account: str | None,
+    extra: list[str],
+    progress_dir: str | None,
+) -> str:
     w = assignment["worker_type"]
     label = assignment_label(assignment)
     nodes = gpus_by_node(assignment)
@@ -41,15 +62,28 @@ def batch_script(context: ExportContext, rnd: dict, assignment: dict, *, grace_s
         common.append(f"--partition={partition}")
     if account:
         common.append(f"--account={account}")
-    first = [f"--job-name=rota-r{rnd['index']:04d}-{label}", "--output=logs/%x-%j.out",
-             f"--signal=B:USR1@{grace_s}", "--no-requeue", *extra]
+    first = [
+        f"--job-name=rota-r{rnd['index']:04d}-{label}",
+        "--output=logs/%x-%j.out",
+        f"--signal=B:USR1@{grace_s}",
+        "--no-requeue",
+        *extra,
+    ]
     counts = {len(gpus) for _, gpus in nodes}
     if len(counts) == 1:
-        components = [[f"--nodes={len(nodes)}", f"--nodelist={','.join(n for n, _ in nodes)}",
-                       f"--gres=gpu:{w}:{counts.pop()}", "--ntasks-per-node=1"]]
+        components = [
+            [
+                f"--nodes={len(nodes)}",
+                f"--nodelist={','.join(n for n, _ in nodes)}",
+                f"--gres=gpu:{w}:{counts.pop()}",
+                "--ntasks-per-node=1",
+            ]
+        ]
     else:  # unequal GPUs per node: one heterogeneous component per node
-        components = [["--nodes=1", f"--nodelist={node}", f"--gres=gpu:{w}:{len(gpus)}", "--ntasks-per-node=1"]
-                      for node, gpus in nodes]
+        components = [
+            ["--nodes=1", f"--nodelist={node}", f"--gres=gpu:{w}:{len(gpus)}", "--ntasks-per-node=1"]
+            for node, gpus in nodes
+        ]
     lines = ["#!/bin/bash", header(context, f"round {rnd['index']}, {label} on {w}").rstrip("\n")]
     for k, component in enumerate(components):
         if k:
@@ -108,9 +142,17 @@ fi
 """
 
 
-def export_slurm(context: ExportContext, out_dir: Path, *, grace_s: float = DEFAULT_GRACE_S,
-                 partition: str | None = None, account: str | None = None, sbatch_options: list[str] = (),
-                 progress_dir: str | None = None, **_ignored) -> list[Path]:
+def export_slurm(
+    context: ExportContext,
+    out_dir: Path,
+    *,
+    grace_s: float = DEFAULT_GRACE_S,
+    partition: str | None = None,
+    account: str | None = None,
+    sbatch_options: list[str] = (),
+    progress_dir: str | None = None,
+    **_ignored,
+) -> list[Path]:
     require_valid(context)
     grace = grace_for(context.round_s, grace_s)
     extra = [o if o.startswith("--") else f"--{o}" for o in sbatch_options]
@@ -120,8 +162,20 @@ def export_slurm(context: ExportContext, out_dir: Path, *, grace_s: float = DEFA
         rounds.append(round_dir(rnd["index"]))
         for a in rnd["assignments"]:
             rel = f"{round_dir(rnd['index'])}/{file_name(assignment_label(a))}.sbatch"
-            files[rel] = batch_script(context, rnd, a, grace_s=grace, partition=partition, account=account,
-                                      extra=extra, progress_dir=progress_dir)
-    files["driver.sh"] = DRIVER.format(header=header(context, "Slurm driver"), round_s=math.ceil(context.round_s),
-                                       grace_s=grace, rounds=" ".join(shlex.quote(r) for r in rounds))
+            files[rel] = batch_script(
+                context,
+                rnd,
+                a,
+                grace_s=grace,
+                partition=partition,
+                account=account,
+                extra=extra,
+                progress_dir=progress_dir,
+            )
+    files["driver.sh"] = DRIVER.format(
+        header=header(context, "Slurm driver"),
+        round_s=math.ceil(context.round_s),
+        grace_s=grace,
+        rounds=" ".join(shlex.quote(r) for r in rounds),
+    )
     return write_files(out_dir, files, executable=["driver.sh"])

@@ -2,13 +2,14 @@
 
 A crash mid-write leaves the previous file (or nothing), never a partial one.
 """
+
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@
 
 Errors name the file and the field path (e.g. worker_types.v100.gpus).
 """
+
 from __future__ import annotations
 
 import json
@@ -84,36 +85,45 @@ def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
         if isinstance(spec, int) and not isinstance(spec, bool):
             spec = {"gpus": spec}  # shorthand: v100: 4
         if not isinstance(spec, dict):
-            raise InputError("expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour)", path=path, field=where)
+            raise InputError(
+                "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour)", path=path, field=where
+            )
         unknown = set(spec) - _WORKER_KEYS
         if unknown:
-            raise InputError(f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})",
-                             path=path, field=f"{where}.{sorted(unknown)[0]}")
+            raise InputError(
+                f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})",
+                path=path,
+                field=f"{where}.{sorted(unknown)[0]}",
+            )
         if "gpus" not in spec:
             raise InputError("is required", path=path, field=f"{where}.gpus")
         gpus = _positive_int(spec["gpus"], path=path, field=f"{where}.gpus")
         per_node = _positive_int(spec.get("gpus_per_node", gpus), path=path, field=f"{where}.gpus_per_node")
         if gpus % per_node:
-            raise InputError(f"{gpus} GPUs do not split into nodes of {per_node}", path=path,
-                             field=f"{where}.gpus_per_node")
+            raise InputError(
+                f"{gpus} GPUs do not split into nodes of {per_node}", path=path, field=f"{where}.gpus_per_node"
+            )
         n_nodes = gpus // per_node
         nodes = spec.get("nodes")
         if nodes is None:
             nodes = [f"{name}-{k}" for k in range(n_nodes)]
         if not isinstance(nodes, list) or len(nodes) != n_nodes:
-            raise InputError(f"expected a list of {n_nodes} node names (gpus / gpus_per_node)",
-                             path=path, field=f"{where}.nodes")
+            raise InputError(
+                f"expected a list of {n_nodes} node names (gpus / gpus_per_node)", path=path, field=f"{where}.nodes"
+            )
         for node in nodes:
             node = str(node)
             if node in seen_nodes:
-                raise InputError(f"node name {node!r} also used by {seen_nodes[node]}", path=path,
-                                 field=f"{where}.nodes")
+                raise InputError(
+                    f"node name {node!r} also used by {seen_nodes[node]}", path=path, field=f"{where}.nodes"
+                )
             seen_nodes[node] = name
         cost = spec.get("cost_per_gpu_hour")
         if cost is not None:
             if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0 or cost == float("inf"):
-                raise InputError(f"expected a non-negative number, got {cost!r}", path=path,
-                                 field=f"{where}.cost_per_gpu_hour")
+                raise InputError(
+                    f"expected a non-negative number, got {cost!r}", path=path, field=f"{where}.cost_per_gpu_hour"
+                )
             cost = float(cost)
         result[name] = WorkerType(name, gpus, per_node, tuple(str(n) for n in nodes), cost)
     return Cluster(result, path=str(path))
@@ -135,5 +145,8 @@ def require_table_rows(cluster: Cluster, table, table_path: object) -> None:
     """Every worker type of the cluster must appear in the throughput table."""
     missing = [w for w in cluster.names if w not in table.worker_types]
     if missing:
-        raise InputError(f"worker type(s) {', '.join(missing)} of cluster {cluster.path} have no rows in the table",
-                         path=table_path, field="worker_type")
+        raise InputError(
+            f"worker type(s) {', '.join(missing)} of cluster {cluster.path} have no rows in the table",
+            path=table_path,
+            field="worker_type",
+        )

@@ -1,4 +1,5 @@
 """Reading user files with one-line errors (writes live in planner/atomic.py)."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ Gavel layout (spec §1): {worker_type: {"('<model name>', s)": {"null": solo,
 value's second element is the mirror row's throughput, so export rebuilds it.
 Zeros ("could not run / not profiled") become status 'failed' with throughput 0.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,8 +14,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from planner.formats.atomic import write_text_atomic
 from planner.errors import InputError
+from planner.formats.atomic import write_text_atomic
 from planner.formats.files import read_json
 from planner.formats.table import COLUMNS, ThroughputTable, model_label, split_model_label
 
@@ -34,10 +35,17 @@ def _row(worker_type: str, name: str, scale: int, partner: str | None, value: An
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"expected a number, got {value!r}", path=path, field=where)
     model, batch = split_model_label(name)
-    row = {"worker_type": worker_type, "model": model, "batch_size": batch or "",
-           "scale_factor": scale, "partner_model": "", "partner_batch_size": "",
-           "throughput": float(value), "status": "ok" if value > 0 else "failed",
-           "source": "imported"}
+    row = {
+        "worker_type": worker_type,
+        "model": model,
+        "batch_size": batch or "",
+        "scale_factor": scale,
+        "partner_model": "",
+        "partner_batch_size": "",
+        "throughput": float(value),
+        "status": "ok" if value > 0 else "failed",
+        "source": "imported",
+    }
     if partner is not None:
         p_model, p_batch = split_model_label(partner)
         row["partner_model"], row["partner_batch_size"] = p_model, p_batch or ""
@@ -78,8 +86,16 @@ def to_gavel(table: ThroughputTable) -> dict[str, dict[str, dict[str, Any]]]:
     pair_value = {}
     for r in table.rows:
         if r["partner_model"] is not None:
-            pair_value[(r["worker_type"], r["model"], r["batch_size"], r["scale_factor"],
-                        r["partner_model"], r["partner_batch_size"])] = r["throughput"]
+            pair_value[
+                (
+                    r["worker_type"],
+                    r["model"],
+                    r["batch_size"],
+                    r["scale_factor"],
+                    r["partner_model"],
+                    r["partner_batch_size"],
+                )
+            ] = r["throughput"]
     for r in table.rows:
         key = repr((model_label(r["model"], r["batch_size"]), r["scale_factor"]))
         entry = out.setdefault(r["worker_type"], {}).setdefault(key, {})
@@ -87,8 +103,16 @@ def to_gavel(table: ThroughputTable) -> dict[str, dict[str, dict[str, Any]]]:
             entry["null"] = r["throughput"]
             continue
         p_key = repr((model_label(r["partner_model"], r["partner_batch_size"]), r["scale_factor"]))
-        mirror = pair_value[(r["worker_type"], r["partner_model"], r["partner_batch_size"],
-                             r["scale_factor"], r["model"], r["batch_size"])]
+        mirror = pair_value[
+            (
+                r["worker_type"],
+                r["partner_model"],
+                r["partner_batch_size"],
+                r["scale_factor"],
+                r["model"],
+                r["batch_size"],
+            )
+        ]
         entry[p_key] = [r["throughput"], mirror]
     # Gavel puts "null" first in every entry.
     for entries in out.values():

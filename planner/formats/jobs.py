@@ -3,27 +3,42 @@
 Columns: job_id, model, batch_size, scale_factor=1, total_steps | duration_s
 (+ reference_worker_type, default: the job's fastest type in the cluster),
 priority_weight=1, arrival_s=0, entity, slo_s (deadline, seconds after arrival),
-steps_done=0, command (what a launcher runs). JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
+steps_done=0, command (what a launcher runs).
+JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
 """
+
 from __future__ import annotations
 
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 
-from planner.formats.cluster import Cluster
 from planner.errors import InputError
+from planner.formats.cluster import Cluster
 from planner.formats.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
-JOB_COLUMNS = ["job_id", "model", "batch_size", "scale_factor", "total_steps", "duration_s",
-               "reference_worker_type", "priority_weight", "arrival_s", "entity", "slo_s", "steps_done",
-               "command"]
+JOB_COLUMNS = [
+    "job_id",
+    "model",
+    "batch_size",
+    "scale_factor",
+    "total_steps",
+    "duration_s",
+    "reference_worker_type",
+    "priority_weight",
+    "arrival_s",
+    "entity",
+    "slo_s",
+    "steps_done",
+    "command",
+]
 
 
 @dataclass(frozen=True)
@@ -46,7 +61,7 @@ class Job:
     def remaining_steps(self) -> float:
         return max(0.0, self.total_steps - self.steps_done)
 
-    def with_progress(self, steps_done: float) -> "Job":
+    def with_progress(self, steps_done: float) -> Job:
         return replace(self, steps_done=steps_done)
 
 
@@ -69,8 +84,9 @@ def _number(raw, field, *, path, row, default=None, positive=False, integer=Fals
     if math.isinf(number):
         raise InputError("is infinite", path=path, row=row, field=field)
     if number < 0 or (positive and number == 0):
-        raise InputError(f"must be {'positive' if positive else 'non-negative'}, got {value!r}",
-                         path=path, row=row, field=field)
+        raise InputError(
+            f"must be {'positive' if positive else 'non-negative'}, got {value!r}", path=path, row=row, field=field
+        )
     if integer:
         if not number.is_integer():
             raise InputError(f"expected an integer, got {value!r}", path=path, row=row, field=field)
@@ -84,15 +100,22 @@ def _fastest_type(table: ThroughputTable, cluster: Cluster, job_type: JobType) -
     return name if rate > 0 else None
 
 
-def parse_jobs(records: Iterable[Mapping[str, Any]], *, table: ThroughputTable, cluster: Cluster,
-               path: object = "<jobs>", columns: Iterable[str] | None = None) -> list[Job]:
+def parse_jobs(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    table: ThroughputTable,
+    cluster: Cluster,
+    path: object = "<jobs>",
+    columns: Iterable[str] | None = None,
+) -> list[Job]:
     records = list(records)
     if columns is None:
         columns = {k for rec in records for k in rec}
     for column in columns:
         if column not in JOB_COLUMNS:
-            raise InputError(f"unknown column (expected a subset of: {', '.join(JOB_COLUMNS)})",
-                             path=path, field=column)
+            raise InputError(
+                f"unknown column (expected a subset of: {', '.join(JOB_COLUMNS)})", path=path, field=column
+            )
     if not records:
         raise InputError("no jobs", path=path)
     known_models = {jt.model for jt in table.job_types}
@@ -104,54 +127,73 @@ def parse_jobs(records: Iterable[Mapping[str, Any]], *, table: ThroughputTable, 
             raise InputError("is required", path=path, row=row, field="job_id")
         job_id = str(raw["job_id"]).strip()
         if job_id in seen:
-            raise InputError(f"duplicate job id {job_id!r} (first in row {seen[job_id]})",
-                             path=path, row=row, field="job_id")
+            raise InputError(
+                f"duplicate job id {job_id!r} (first in row {seen[job_id]})", path=path, row=row, field="job_id"
+            )
         seen[job_id] = row
         if _blank(raw.get("model")):
             raise InputError("is required", path=path, row=row, field="model")
         model = str(raw["model"]).strip()
         if model not in known_models:
-            raise InputError(f"unknown model {model!r}: not in the throughput table {table.path}",
-                             path=path, row=row, field="model")
+            raise InputError(
+                f"unknown model {model!r}: not in the throughput table {table.path}", path=path, row=row, field="model"
+            )
         batch = _number(raw, "batch_size", path=path, row=row, positive=True, integer=True)
         scale = _number(raw, "scale_factor", path=path, row=row, default=1, positive=True, integer=True)
         if scale > biggest:
-            raise InputError(f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
-                             path=path, row=row, field="scale_factor")
+            raise InputError(
+                f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
+                path=path,
+                row=row,
+                field="scale_factor",
+            )
         job_type = JobType(model, batch, scale)
         if not any(table.has(w, job_type) for w in table.worker_types):
-            raise InputError(f"unknown job type {job_type.label!r}: no such row in the throughput table "
-                             f"{table.path}", path=path, row=row, field="batch_size")
-        runnable = [w for w in cluster.names
-                    if table.solo(w, job_type) > 0 and cluster.capacity(w) >= scale]
+            raise InputError(
+                f"unknown job type {job_type.label!r}: no such row in the throughput table {table.path}",
+                path=path,
+                row=row,
+                field="batch_size",
+            )
+        runnable = [w for w in cluster.names if table.solo(w, job_type) > 0 and cluster.capacity(w) >= scale]
         if not runnable:
-            raise InputError(f"{job_type.label} cannot run on any worker type of the cluster "
-                             f"(no positive throughput with {scale} GPU(s))", path=path, row=row, field="model")
+            raise InputError(
+                f"{job_type.label} cannot run on any worker type of the cluster "
+                f"(no positive throughput with {scale} GPU(s))",
+                path=path,
+                row=row,
+                field="model",
+            )
 
         steps = _number(raw, "total_steps", path=path, row=row, positive=True)
         duration = _number(raw, "duration_s", path=path, row=row, positive=True)
         if (steps is None) == (duration is None):
-            raise InputError("give exactly one of total_steps and duration_s", path=path, row=row,
-                             field="total_steps")
+            raise InputError("give exactly one of total_steps and duration_s", path=path, row=row, field="total_steps")
         if duration is not None:
             ref = raw.get("reference_worker_type")
             ref = _fastest_type(table, cluster, job_type) if _blank(ref) else str(ref).strip()
             rate = table.solo(ref, job_type)
             if rate <= 0:
-                raise InputError(f"{job_type.label} has no positive throughput on {ref!r}",
-                                 path=path, row=row, field="reference_worker_type")
+                raise InputError(
+                    f"{job_type.label} has no positive throughput on {ref!r}",
+                    path=path,
+                    row=row,
+                    field="reference_worker_type",
+                )
             steps = duration * rate
         weight = _number(raw, "priority_weight", path=path, row=row, default=1.0, positive=True)
         arrival = _number(raw, "arrival_s", path=path, row=row, default=0.0)
         slo = _number(raw, "slo_s", path=path, row=row, positive=True)
         done = _number(raw, "steps_done", path=path, row=row, default=0.0)
         if done >= steps:
-            raise InputError(f"steps_done ({done:g}) must be below total_steps ({steps:g})",
-                             path=path, row=row, field="steps_done")
+            raise InputError(
+                f"steps_done ({done:g}) must be below total_steps ({steps:g})", path=path, row=row, field="steps_done"
+            )
         entity = None if _blank(raw.get("entity")) else str(raw["entity"]).strip()
         command = None if _blank(raw.get("command")) else str(raw["command"]).strip()
-        jobs.append(Job(job_id, job_type, float(steps), float(weight), float(arrival), entity, slo, float(done),
-                        command))
+        jobs.append(
+            Job(job_id, job_type, float(steps), float(weight), float(arrival), entity, slo, float(done), command)
+        )
     return jobs
 
 

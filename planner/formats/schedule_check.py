@@ -9,11 +9,13 @@ only where the table has a co-located throughput for the pair (solo jobs: a
 positive solo throughput); planned steps are positive and never exceed the
 steps a job has left.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from planner.formats.cluster import Cluster
 from planner.formats.table import JobType, ThroughputTable
@@ -80,9 +82,17 @@ def _assignment_shape(a: Any) -> str | None:
     if not isinstance(a.get("worker_type"), str):
         return f"assignment of {', '.join(jobs)}: 'worker_type' must be a string"
     gpus = a.get("gpus")
-    if not isinstance(gpus, list) or not gpus or not all(
-            isinstance(g, dict) and isinstance(g.get("node"), str) and isinstance(g.get("gpu"), int)
-            and not isinstance(g.get("gpu"), bool) for g in gpus):
+    if (
+        not isinstance(gpus, list)
+        or not gpus
+        or not all(
+            isinstance(g, dict)
+            and isinstance(g.get("node"), str)
+            and isinstance(g.get("gpu"), int)
+            and not isinstance(g.get("gpu"), bool)
+            for g in gpus
+        )
+    ):
         return f"assignment of {', '.join(jobs)}: 'gpus' must be a non-empty list of {{node, gpu}}"
     steps = a.get("planned_steps")
     if not isinstance(steps, dict) or set(steps) != set(jobs):
@@ -94,8 +104,13 @@ def _assignment_shape(a: Any) -> str | None:
     return None
 
 
-def check_schedule(schedule: Any, cluster: Cluster, *, table: ThroughputTable | None = None,
-                   job_types: Mapping[str, JobType] | None = None) -> list[Violation]:
+def check_schedule(
+    schedule: Any,
+    cluster: Cluster,
+    *,
+    table: ThroughputTable | None = None,
+    job_types: Mapping[str, JobType] | None = None,
+) -> list[Violation]:
     """Every violation of the rules above. `table` and `job_types` (job id -> type)
     enable the throughput checks; without them those checks are skipped."""
     out = check_structure(schedule)
@@ -111,11 +126,14 @@ def check_schedule(schedule: Any, cluster: Cluster, *, table: ThroughputTable | 
     node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
     previous = None
     for position, rnd in enumerate(schedule["rounds"]):
-        if not isinstance(rnd, dict) or not isinstance(rnd.get("index"), int) \
-                or not _number(rnd.get("start_s")) or not _number(rnd.get("end_s")) \
-                or not isinstance(rnd.get("assignments"), list):
-            out.append(Violation("structure", f"round at position {position} needs index, start_s, end_s, "
-                                              "assignments"))
+        if (
+            not isinstance(rnd, dict)
+            or not isinstance(rnd.get("index"), int)
+            or not _number(rnd.get("start_s"))
+            or not _number(rnd.get("end_s"))
+            or not isinstance(rnd.get("assignments"), list)
+        ):
+            out.append(Violation("structure", f"round at position {position} needs index, start_s, end_s, assignments"))
             previous = None
             continue
         r = rnd["index"]
@@ -123,19 +141,33 @@ def check_schedule(schedule: Any, cluster: Cluster, *, table: ThroughputTable | 
             if r != previous["index"] + 1:
                 out.append(Violation("rounds", f"index {r} follows {previous['index']}", r))
             if rnd["start_s"] < previous["end_s"] - EPS:
-                out.append(Violation("rounds", f"starts at {rnd['start_s']:g} s, before round "
-                                               f"{previous['index']} ends ({previous['end_s']:g} s)", r))
+                out.append(
+                    Violation(
+                        "rounds",
+                        f"starts at {rnd['start_s']:g} s, before round "
+                        f"{previous['index']} ends ({previous['end_s']:g} s)",
+                        r,
+                    )
+                )
         if rnd["end_s"] <= rnd["start_s"]:
-            out.append(Violation("rounds", f"ends at {rnd['end_s']:g} s, not after its start "
-                                           f"({rnd['start_s']:g} s)", r))
+            out.append(
+                Violation("rounds", f"ends at {rnd['end_s']:g} s, not after its start ({rnd['start_s']:g} s)", r)
+            )
         previous = rnd
         out += _check_round(rnd, r, cluster, jobs, done, node_type, table, job_types)
     return out
 
 
-def _check_round(rnd: dict, r: int, cluster: Cluster, jobs: dict, done: dict[str, float],
-                 node_type: dict[str, str], table: ThroughputTable | None,
-                 job_types: Mapping[str, JobType] | None) -> list[Violation]:
+def _check_round(
+    rnd: dict,
+    r: int,
+    cluster: Cluster,
+    jobs: dict,
+    done: dict[str, float],
+    node_type: dict[str, str],
+    table: ThroughputTable | None,
+    job_types: Mapping[str, JobType] | None,
+) -> list[Violation]:
     out: list[Violation] = []
     held: dict[tuple[str, int], str] = {}
     seen: set[str] = set()
@@ -157,8 +189,13 @@ def _check_round(rnd: dict, r: int, cluster: Cluster, jobs: dict, done: dict[str
             elif spec is not None and owner_type != w:
                 out.append(Violation("gang_type", f"{label} on {w} holds {node}:{g}, a GPU of {owner_type}", r))
             elif not 0 <= g < cluster.worker_types[owner_type].gpus_per_node:
-                out.append(Violation("unknown_gpu", f"{label}: {node} has no GPU {g} "
-                                                    f"({cluster.worker_types[owner_type].gpus_per_node} per node)", r))
+                out.append(
+                    Violation(
+                        "unknown_gpu",
+                        f"{label}: {node} has no GPU {g} ({cluster.worker_types[owner_type].gpus_per_node} per node)",
+                        r,
+                    )
+                )
             if (node, g) in held:
                 out.append(Violation("double_booked", f"{node}:{g} is held by {held[(node, g)]} and {label}", r))
             else:
@@ -179,16 +216,26 @@ def _check_round(rnd: dict, r: int, cluster: Cluster, jobs: dict, done: dict[str
             if _number(scale) and len(gpus) != scale:
                 out.append(Violation("gang_size", f"{jid} needs {scale:g} GPU(s) but holds {len(gpus)}", r))
             if _number(info.get("arrival_s")) and rnd["start_s"] < info["arrival_s"] - EPS:
-                out.append(Violation("arrival", f"{jid} arrives at {info['arrival_s']:g} s, the round starts at "
-                                                f"{rnd['start_s']:g} s", r))
+                out.append(
+                    Violation(
+                        "arrival",
+                        f"{jid} arrives at {info['arrival_s']:g} s, the round starts at {rnd['start_s']:g} s",
+                        r,
+                    )
+                )
         if table is not None and job_types is not None and spec is not None and len(ids) <= 2:
             types = [job_types.get(jid) for jid in ids]
             if all(t is not None for t in types):
                 if len(ids) == 1 and table.solo(w, types[0]) <= 0:
                     out.append(Violation("throughput", f"{ids[0]} ({types[0].label}) cannot run on {w}", r))
                 if len(ids) == 2 and min(table.pair(w, types[0], types[1])) <= 0:
-                    out.append(Violation("pair", f"no co-located throughput for {types[0].label} with "
-                                                 f"{types[1].label} on {w} in the table", r))
+                    out.append(
+                        Violation(
+                            "pair",
+                            f"no co-located throughput for {types[0].label} with {types[1].label} on {w} in the table",
+                            r,
+                        )
+                    )
         for jid in known:
             if math.isnan(done[jid]):
                 continue
@@ -198,8 +245,13 @@ def _check_round(rnd: dict, r: int, cluster: Cluster, jobs: dict, done: dict[str
                 continue
             left = float(jobs[jid]["total_steps"]) - done[jid]
             if n > math.ceil(left - 1e-9) + EPS:
-                out.append(Violation("steps", f"{jid} plans {n:g} steps but has {max(left, 0.0):g} left "
-                                              "(its later rounds are not checked)", r))
+                out.append(
+                    Violation(
+                        "steps",
+                        f"{jid} plans {n:g} steps but has {max(left, 0.0):g} left (its later rounds are not checked)",
+                        r,
+                    )
+                )
                 done[jid] = math.nan  # one report per job, not one per later round
             done[jid] += n
     return out

@@ -11,27 +11,35 @@ A throughput of 0 or a status other than ok/estimated means "cannot run there";
 
 This module imports neither torch nor anything from the profiler.
 """
+
 from __future__ import annotations
 
 import math
 import os
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from planner.formats.atomic import write_with
 from planner.errors import InputError
+from planner.formats.atomic import write_with
 
 TABLE_FORMAT = "rota.table/v1"
 
-KEY_COLUMNS = ["worker_type", "model", "batch_size", "scale_factor",
-               "partner_model", "partner_batch_size"]
-VALUE_COLUMNS = ["throughput", "status", "samples_per_s", "step_time_median_s",
-                 "step_time_iqr_s", "n_steps", "peak_memory_bytes"]
+KEY_COLUMNS = ["worker_type", "model", "batch_size", "scale_factor", "partner_model", "partner_batch_size"]
+VALUE_COLUMNS = [
+    "throughput",
+    "status",
+    "samples_per_s",
+    "step_time_median_s",
+    "step_time_iqr_s",
+    "n_steps",
+    "peak_memory_bytes",
+]
 PROVENANCE_COLUMNS = ["source", "device_name", "host", "torch_version", "measured_at"]
 COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS
 REQUIRED_COLUMNS = ["worker_type", "model", "scale_factor", "throughput"]
@@ -80,6 +88,7 @@ def split_model_label(label: str) -> tuple[str, int | None]:
 
 # --------------------------------------------------------------------------- parsing
 
+
 def _is_blank(value: Any) -> bool:
     if value is None:
         return True
@@ -95,7 +104,7 @@ def _parse_int(value: Any, *, path, row, field, minimum: int) -> int:
         else:
             number = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"expected an integer, got {value!r}", path=path, row=row, field=field)
+        raise InputError(f"expected an integer, got {value!r}", path=path, row=row, field=field) from None
     if math.isnan(number):
         raise InputError("is NaN", path=path, row=row, field=field)
     if not number.is_integer():
@@ -109,7 +118,7 @@ def _parse_float(value: Any, *, path, row, field) -> float:
     try:
         number = float(value.strip()) if isinstance(value, str) else float(value)
     except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {value!r}", path=path, row=row, field=field)
+        raise InputError(f"expected a number, got {value!r}", path=path, row=row, field=field) from None
     if math.isnan(number):
         raise InputError("is NaN", path=path, row=row, field=field)
     if math.isinf(number):
@@ -126,8 +135,13 @@ def _parse_row(raw: Mapping[str, Any], *, path, row: int) -> dict[str, Any]:
         if _is_blank(value):
             raise InputError("is required", path=path, row=row, field=field)
         out[field] = str(value).strip()
-    out["scale_factor"] = _parse_int(raw.get("scale_factor", 1) if not _is_blank(raw.get("scale_factor")) else 1,
-                                     path=path, row=row, field="scale_factor", minimum=1)
+    out["scale_factor"] = _parse_int(
+        raw.get("scale_factor", 1) if not _is_blank(raw.get("scale_factor")) else 1,
+        path=path,
+        row=row,
+        field="scale_factor",
+        minimum=1,
+    )
     for field in ("batch_size", "partner_batch_size"):
         value = raw.get(field)
         out[field] = None if _is_blank(value) else _parse_int(value, path=path, row=row, field=field, minimum=1)
@@ -139,8 +153,9 @@ def _parse_row(raw: Mapping[str, Any], *, path, row: int) -> dict[str, Any]:
     status = raw.get("status")
     status = "ok" if _is_blank(status) else str(status).strip().lower()
     if status not in STATUSES:
-        raise InputError(f"unknown status {status!r} (expected one of {', '.join(STATUSES)})",
-                         path=path, row=row, field="status")
+        raise InputError(
+            f"unknown status {status!r} (expected one of {', '.join(STATUSES)})", path=path, row=row, field="status"
+        )
     out["status"] = status
 
     value = raw.get("throughput")
@@ -151,8 +166,12 @@ def _parse_row(raw: Mapping[str, Any], *, path, row: int) -> dict[str, Any]:
     else:
         out["throughput"] = _parse_float(value, path=path, row=row, field="throughput")
     if status in RUNNABLE_STATUSES and out["throughput"] == 0.0:
-        raise InputError(f"is 0 with status '{status}'; mark a job that cannot run with status 'oom' or 'failed'",
-                         path=path, row=row, field="throughput")
+        raise InputError(
+            f"is 0 with status '{status}'; mark a job that cannot run with status 'oom' or 'failed'",
+            path=path,
+            row=row,
+            field="throughput",
+        )
     if status not in RUNNABLE_STATUSES and out["throughput"] != 0.0:
         raise InputError(f"must be 0 or empty when status is '{status}'", path=path, row=row, field="throughput")
 
@@ -166,8 +185,9 @@ def _parse_row(raw: Mapping[str, Any], *, path, row: int) -> dict[str, Any]:
     source = raw.get("source")
     source = None if _is_blank(source) else str(source).strip().lower()
     if source is not None and source not in SOURCES:
-        raise InputError(f"unknown source {source!r} (expected one of {', '.join(SOURCES)})",
-                         path=path, row=row, field="source")
+        raise InputError(
+            f"unknown source {source!r} (expected one of {', '.join(SOURCES)})", path=path, row=row, field="source"
+        )
     out["source"] = source
     for field in ("device_name", "host", "torch_version", "measured_at"):
         value = raw.get(field)
@@ -176,8 +196,14 @@ def _parse_row(raw: Mapping[str, Any], *, path, row: int) -> dict[str, Any]:
 
 
 def _row_key(r: Mapping[str, Any]) -> tuple:
-    return (r["worker_type"], r["model"], r["batch_size"], r["scale_factor"],
-            r["partner_model"], r["partner_batch_size"])
+    return (
+        r["worker_type"],
+        r["model"],
+        r["batch_size"],
+        r["scale_factor"],
+        r["partner_model"],
+        r["partner_batch_size"],
+    )
 
 
 def _describe_key(key: tuple) -> str:
@@ -186,8 +212,9 @@ def _describe_key(key: tuple) -> str:
     return text if pm is None else f"{text} with {model_label(pm, pbs)}"
 
 
-def validate_records(records: Iterable[Mapping[str, Any]], *, columns: Iterable[str],
-                     path: object = "<table>") -> list[dict[str, Any]]:
+def validate_records(
+    records: Iterable[Mapping[str, Any]], *, columns: Iterable[str], path: object = "<table>"
+) -> list[dict[str, Any]]:
     """Parse and check raw rows; return normalised rows or raise InputError.
 
     Row numbers in messages count data rows from 1 (the CSV header is not a row).
@@ -195,8 +222,7 @@ def validate_records(records: Iterable[Mapping[str, Any]], *, columns: Iterable[
     columns = list(columns)
     for column in columns:
         if column not in COLUMNS:
-            raise InputError(f"unknown column (expected a subset of: {', '.join(COLUMNS)})",
-                             path=path, field=column)
+            raise InputError(f"unknown column (expected a subset of: {', '.join(COLUMNS)})", path=path, field=column)
     for column in REQUIRED_COLUMNS:
         if column not in columns:
             raise InputError("required column is missing", path=path, field=column)
@@ -207,8 +233,9 @@ def validate_records(records: Iterable[Mapping[str, Any]], *, columns: Iterable[
         parsed = _parse_row(raw, path=path, row=index)
         key = _row_key(parsed)
         if key in first_seen:
-            raise InputError(f"duplicate of row {first_seen[key]} ({_describe_key(key)})",
-                             path=path, row=index, field="worker_type")
+            raise InputError(
+                f"duplicate of row {first_seen[key]} ({_describe_key(key)})", path=path, row=index, field="worker_type"
+            )
         first_seen[key] = index
         rows.append(parsed)
 
@@ -216,18 +243,25 @@ def validate_records(records: Iterable[Mapping[str, Any]], *, columns: Iterable[
     for index, r in enumerate(rows, start=1):
         if r["partner_model"] is None:
             continue
-        partner_solo = (r["worker_type"], r["partner_model"], r["partner_batch_size"],
-                        r["scale_factor"], None, None)
-        mirror = (r["worker_type"], r["partner_model"], r["partner_batch_size"],
-                  r["scale_factor"], r["model"], r["batch_size"])
+        partner_solo = (r["worker_type"], r["partner_model"], r["partner_batch_size"], r["scale_factor"], None, None)
+        mirror = (
+            r["worker_type"],
+            r["partner_model"],
+            r["partner_batch_size"],
+            r["scale_factor"],
+            r["model"],
+            r["batch_size"],
+        )
         for needed, what in ((partner_solo, "solo row"), (mirror, "mirror pair row")):
             if needed not in first_seen:
-                raise InputError(f"partner has no {what} ({_describe_key(needed)})",
-                                 path=path, row=index, field="partner_model")
+                raise InputError(
+                    f"partner has no {what} ({_describe_key(needed)})", path=path, row=index, field="partner_model"
+                )
     return rows
 
 
 # --------------------------------------------------------------------------- the table
+
 
 class ThroughputTable:
     """Validated rows plus fast lookups of solo and co-located throughputs."""
@@ -248,8 +282,9 @@ class ThroughputTable:
                 self._pair[(r["worker_type"], jt, partner)] = usable
 
     @classmethod
-    def from_records(cls, records: Iterable[Mapping[str, Any]], columns: Iterable[str] | None = None,
-                     path: object = "<table>") -> "ThroughputTable":
+    def from_records(
+        cls, records: Iterable[Mapping[str, Any]], columns: Iterable[str] | None = None, path: object = "<table>"
+    ) -> ThroughputTable:
         records = list(records)
         if columns is None:
             seen: dict[str, None] = {}
@@ -325,6 +360,7 @@ class ThroughputTable:
 
 # --------------------------------------------------------------------------- I/O
 
+
 def _records_from_frame(frame: pd.DataFrame) -> list[dict[str, Any]]:
     records = frame.to_dict(orient="records")
     for rec in records:
@@ -346,8 +382,10 @@ def read_table(path: str | os.PathLike) -> ThroughputTable:
         elif suffix in (".parquet", ".pq"):
             return _read_parquet(path)
         else:
-            raise InputError("unsupported table format (use .csv or .parquet; "
-                             "import Gavel JSON with 'rota table import-gavel')", path=path)
+            raise InputError(
+                "unsupported table format (use .csv or .parquet; import Gavel JSON with 'rota table import-gavel')",
+                path=path,
+            )
     except InputError:
         raise
     except Exception as exc:  # parser errors carry no row/field; name the file

@@ -9,6 +9,7 @@ Scheduler seed.
 Traces: Gavel's tab-separated `.trace` (10 columns, spec §6.3) is read and
 written; rota's own job lists (CSV / JSON) are read with `planner.formats.jobs`.
 """
+
 from __future__ import annotations
 
 import csv
@@ -16,13 +17,13 @@ import io
 import math
 import os
 import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
 
+from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster
-from planner.errors import InputError
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.table import JobType, ThroughputTable, split_model_label
 
@@ -34,10 +35,21 @@ GAVEL_JOB_TABLE = (
     + [f"Transformer (batch size {b})" for b in (16, 32, 64, 128, 256)]
     + [f"LM (batch size {b})" for b in (5, 10, 20, 40, 80)]
     + [f"Recommendation (batch size {b})" for b in (512, 1024, 2048, 4096, 8192)]
-    + ["A3C", "CycleGAN"])
+    + ["A3C", "CycleGAN"]
+)
 
-TRACE_COLUMNS = ["model", "command", "working_dir", "num_steps_arg", "needs_data_dir",
-                 "total_steps", "scale_factor", "priority_weight", "slo", "arrival_s"]
+TRACE_COLUMNS = [
+    "model",
+    "command",
+    "working_dir",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "scale_factor",
+    "priority_weight",
+    "slo",
+    "arrival_s",
+]
 SCALE_FACTORS = (2, 4, 8)
 
 
@@ -73,15 +85,20 @@ def default_reference_type(table: ThroughputTable, cluster: Cluster | None = Non
     if not types:
         raise InputError("the table has none of the cluster's worker types", path=table.path, field="worker_type")
     singles = [jt for jt in table.job_types if jt.scale_factor == 1]
-    return max(types, key=lambda w: sum(table.solo(w, jt) > 0 for jt in singles)
-               + sum(math.log1p(table.solo(w, jt)) for jt in singles) * 1e-6)
+    return max(
+        types,
+        key=lambda w: (
+            sum(table.solo(w, jt) > 0 for jt in singles) + sum(math.log1p(table.solo(w, jt)) for jt in singles) * 1e-6
+        ),
+    )
 
 
 def rate_to_lam(rate_per_hour: float) -> float:
     """Mean inter-arrival time in seconds (Gavel's `lam`); rate 0 means a static trace."""
     if rate_per_hour < 0 or not math.isfinite(rate_per_hour):
-        raise InputError(f"input rate must be a non-negative number of jobs per hour, got {rate_per_hour}",
-                         field="rate")
+        raise InputError(
+            f"input rate must be a non-negative number of jobs per hour, got {rate_per_hour}", field="rate"
+        )
     return 0.0 if rate_per_hour == 0 else 3600.0 / rate_per_hour
 
 
@@ -114,12 +131,12 @@ def _slo_multiplier(r: float) -> float:
 @dataclass
 class GeneratorConfig:
     seed: int = 0
-    rate_per_hour: float = 0.0          # 0: every job arrives at t = 0 (static trace)
+    rate_per_hour: float = 0.0  # 0: every job arrives at t = 0 (static trace)
     multi_gpu: bool = False
     multi_priority: bool = False
     slos: bool = False
     fixed_duration_s: float | None = None
-    reference_type: str | None = None   # default: v100 if present (Gavel)
+    reference_type: str | None = None  # default: v100 if present (Gavel)
 
 
 @dataclass
@@ -134,16 +151,25 @@ class JobGenerator:
         c = self.config
         self.reference_type = c.reference_type or default_reference_type(self.table)
         if self.reference_type not in self.table.worker_types:
-            raise InputError(f"reference worker type {self.reference_type!r} is not in the table",
-                             path=self.table.path, field="reference_type")
+            raise InputError(
+                f"reference worker type {self.reference_type!r} is not in the table",
+                path=self.table.path,
+                field="reference_type",
+            )
         self.templates = job_templates(self.table, self.reference_type)
         if not self.templates:
-            raise InputError(f"no single-GPU job type has a positive throughput on {self.reference_type!r}",
-                             path=self.table.path, field="throughput")
+            raise InputError(
+                f"no single-GPU job type has a positive throughput on {self.reference_type!r}",
+                path=self.table.path,
+                field="throughput",
+            )
         if c.multi_gpu and not any(t.distributed for t in self.templates):
-            raise InputError(f"multi-GPU generation needs job types measured at scale factors "
-                             f"{', '.join(map(str, SCALE_FACTORS))} on {self.reference_type!r}",
-                             path=self.table.path, field="scale_factor")
+            raise InputError(
+                f"multi-GPU generation needs job types measured at scale factors "
+                f"{', '.join(map(str, SCALE_FACTORS))} on {self.reference_type!r}",
+                path=self.table.path,
+                field="scale_factor",
+            )
         if c.fixed_duration_s is not None and not c.fixed_duration_s > 0:
             raise InputError(f"fixed duration must be positive, got {c.fixed_duration_s}", field="duration")
         self.lam = rate_to_lam(c.rate_per_hour)
@@ -194,6 +220,7 @@ class JobGenerator:
 
 # --------------------------------------------------------------------------- Gavel .trace files
 
+
 def _trace_field(parts: list[str], i: int, kind, *, path, line: int, minimum=None):
     name = TRACE_COLUMNS[i]
     raw = parts[i].strip()
@@ -236,10 +263,13 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
         parts = line.split("\t")
         if len(parts) != len(TRACE_COLUMNS):
             hint = " (old 7-column msr format is not supported)" if len(parts) == 7 else ""
-            raise InputError(f"expected {len(TRACE_COLUMNS)} tab-separated columns "
-                             f"({', '.join(TRACE_COLUMNS)}), found {len(parts)}{hint}",
-                             path=path, row=line_no,
-                             field=TRACE_COLUMNS[len(parts)] if len(parts) < len(TRACE_COLUMNS) else None)
+            raise InputError(
+                f"expected {len(TRACE_COLUMNS)} tab-separated columns "
+                f"({', '.join(TRACE_COLUMNS)}), found {len(parts)}{hint}",
+                path=path,
+                row=line_no,
+                field=TRACE_COLUMNS[len(parts)] if len(parts) < len(TRACE_COLUMNS) else None,
+            )
         label = parts[0].strip()
         steps = _trace_field(parts, 5, float, path=path, line=line_no, minimum=0)
         scale = _trace_field(parts, 6, int, path=path, line=line_no, minimum=1)
@@ -250,28 +280,43 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
         if steps <= 0:
             raise InputError(f"must be positive, got {parts[5].strip()!r}", path=path, row=line_no, field="total_steps")
         if weight <= 0:
-            raise InputError(f"must be positive, got {parts[7].strip()!r}", path=path, row=line_no,
-                             field="priority_weight")
+            raise InputError(
+                f"must be positive, got {parts[7].strip()!r}", path=path, row=line_no, field="priority_weight"
+            )
         if arrival < previous:
-            raise InputError(f"arrival time {arrival:g} is earlier than the previous line's {previous:g} "
-                             "(a trace must be in arrival order)", path=path, row=line_no, field="arrival_s")
+            raise InputError(
+                f"arrival time {arrival:g} is earlier than the previous line's {previous:g} "
+                "(a trace must be in arrival order)",
+                path=path,
+                row=line_no,
+                field="arrival_s",
+            )
         previous = arrival
         if biggest is not None and scale > biggest:
-            raise InputError(f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
-                             path=path, row=line_no, field="scale_factor")
+            raise InputError(
+                f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
+                path=path,
+                row=line_no,
+                field="scale_factor",
+            )
         model, batch = split_model_label(label)
         job_type = JobType(model, batch, scale)
         if job_type not in known:
-            raise InputError(f"job type {job_type.label!r} is not in the throughput table {table.path}",
-                             path=path, row=line_no, field="model")
+            raise InputError(
+                f"job type {job_type.label!r} is not in the throughput table {table.path}",
+                path=path,
+                row=line_no,
+                field="model",
+            )
         slo_s = None
         if slo > 0:  # a multiplier of the job's run time on the reference type (Gavel: of its duration)
             ref = default_reference_type(table, cluster)
             rate = table.solo(ref, job_type)
             slo_s = slo * steps / rate if rate > 0 else None
         command = parts[1].strip() or None
-        jobs.append(Job(str(len(jobs)), job_type, float(steps), float(weight), float(arrival),
-                        slo_s=slo_s, command=command))
+        jobs.append(
+            Job(str(len(jobs)), job_type, float(steps), float(weight), float(arrival), slo_s=slo_s, command=command)
+        )
     if not jobs:
         raise InputError("no jobs (empty trace)", path=path)
     return jobs
@@ -292,15 +337,32 @@ def format_gavel_trace(jobs: Sequence[Job], table: ThroughputTable | None = None
             if rate > 0:
                 slo = job.slo_s / (job.total_steps / rate)
         command = job.command or job.job_type.name
-        fields = [job.job_type.name, command, ".", "--num_steps", "0", f"{int(job.total_steps)}",
-                  f"{job.scale_factor}", f"{int(job.priority_weight)}" if float(job.priority_weight).is_integer()
-                  else f"{job.priority_weight:g}", f"{slo:f}", f"{job.arrival_s:f}"]
+        fields = [
+            job.job_type.name,
+            command,
+            ".",
+            "--num_steps",
+            "0",
+            f"{int(job.total_steps)}",
+            f"{job.scale_factor}",
+            f"{int(job.priority_weight)}" if float(job.priority_weight).is_integer() else f"{job.priority_weight:g}",
+            f"{slo:f}",
+            f"{job.arrival_s:f}",
+        ]
         buf.write("\t".join(fields) + "\n")
     return buf.getvalue()
 
 
-JOB_LIST_COLUMNS = ["job_id", "model", "batch_size", "scale_factor", "total_steps", "priority_weight",
-                    "arrival_s", "slo_s"]
+JOB_LIST_COLUMNS = [
+    "job_id",
+    "model",
+    "batch_size",
+    "scale_factor",
+    "total_steps",
+    "priority_weight",
+    "arrival_s",
+    "slo_s",
+]
 
 
 def format_job_list(jobs: Sequence[Job]) -> str:
@@ -310,9 +372,18 @@ def format_job_list(jobs: Sequence[Job]) -> str:
     writer.writerow(JOB_LIST_COLUMNS)
     for job in jobs:
         jt = job.job_type
-        writer.writerow([job.job_id, jt.model, "" if jt.batch_size is None else jt.batch_size, jt.scale_factor,
-                         repr(float(job.total_steps)), f"{job.priority_weight:g}", repr(float(job.arrival_s)),
-                         "" if job.slo_s is None else repr(float(job.slo_s))])
+        writer.writerow(
+            [
+                job.job_id,
+                jt.model,
+                "" if jt.batch_size is None else jt.batch_size,
+                jt.scale_factor,
+                repr(float(job.total_steps)),
+                f"{job.priority_weight:g}",
+                repr(float(job.arrival_s)),
+                "" if job.slo_s is None else repr(float(job.slo_s)),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -330,9 +401,15 @@ def write_trace(jobs: Sequence[Job], path: str | os.PathLike, table: ThroughputT
         records = []
         for job in jobs:
             jt = job.job_type
-            rec = {"job_id": job.job_id, "model": jt.model, "batch_size": jt.batch_size,
-                   "scale_factor": jt.scale_factor, "total_steps": job.total_steps,
-                   "priority_weight": job.priority_weight, "arrival_s": job.arrival_s}
+            rec = {
+                "job_id": job.job_id,
+                "model": jt.model,
+                "batch_size": jt.batch_size,
+                "scale_factor": jt.scale_factor,
+                "total_steps": job.total_steps,
+                "priority_weight": job.priority_weight,
+                "arrival_s": job.arrival_s,
+            }
             if job.slo_s is not None:
                 rec["slo_s"] = job.slo_s
             records.append(rec)

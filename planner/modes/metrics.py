@@ -3,11 +3,12 @@
 Pure functions over plain numbers so they can be checked by hand; the
 simulator feeds them from the engine's state.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -56,8 +57,9 @@ def _active_at(jobs: Sequence[str], outcomes: Mapping[str, JobOutcome], t: float
 
 def _same_gpus(before: Placement | None, now: Placement) -> bool:
     """Same type and GPU set (in any order); the mechanism re-uses the object on an extension."""
-    return before is not None and (before is now or (
-        before.worker_type == now.worker_type and frozenset(before.gpus) == frozenset(now.gpus)))
+    return before is not None and (
+        before is now or (before.worker_type == now.worker_type and frozenset(before.gpus) == frozenset(now.gpus))
+    )
 
 
 @dataclass
@@ -95,5 +97,6 @@ def rho(jct: Mapping[str, float], reference_jct: Mapping[str, float]) -> dict[st
     Jobs are matched by id: both runs replay the same trace. (Gavel's plots
     matched them by sorting on job duration.)
     """
-    return {j: jct[j] / reference_jct[j] for j in jct
-            if j in reference_jct and reference_jct[j] and reference_jct[j] > 0}
+    return {
+        j: jct[j] / reference_jct[j] for j in jct if j in reference_jct and reference_jct[j] and reference_jct[j] > 0
+    }

@@ -7,22 +7,23 @@ window has finished (Gavel's jobs [s, e) of a continuous trace), when a
 finite trace is done, or when the load is found to exceed what the cluster
 can serve ("saturated").
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Iterator
 
-from planner.formats.cluster import Cluster, cluster_from_dict
-from planner.rounds.engine import Engine, EngineConfig
 from planner.errors import InputError
+from planner.formats.cluster import Cluster, cluster_from_dict
 from planner.formats.jobs import Job
-from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
-from planner.policies import make_policy
 from planner.formats.table import ThroughputTable
 from planner.formats.trace import JobGenerator
+from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
+from planner.policies import make_policy
+from planner.rounds.engine import Engine, EngineConfig
 
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")  # Gavel's hard-coded visiting order (spec §5.4)
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
@@ -65,27 +66,39 @@ def _count(raw: str, text: str) -> int:
 
 # --------------------------------------------------------------------------- inputs
 
+
 @dataclass
 class SimulationConfig:
     policy: str = "max_min_fairness_perf"
     round_s: float = 360.0
     gavel_compat: bool = False
     seed: int = 0
-    window: tuple[int, int] | None = None   # jobs [start, end) in arrival order; None: all
+    window: tuple[int, int] | None = None  # jobs [start, end) in arrival order; None: all
     resolve_interval_s: float | None = None  # None: 1920 s with gavel_compat, else 0
     solver_method: str = "ipm"
     aggregate: bool = True
-    max_active_jobs: int | None = None      # saturated beyond this many jobs in the system
-    max_time_s: float | None = None         # saturated when the window is unfinished by then
+    max_active_jobs: int | None = None  # saturated beyond this many jobs in the system
+    max_time_s: float | None = None  # saturated when the window is unfinished by then
 
     def engine_config(self, policy_perf_aware: bool) -> EngineConfig:
         if self.gavel_compat:
             order = "shuffle" if gavel_shuffles(self.policy) else "fastest"
-            return EngineConfig(round_s=self.round_s, min_resolve_interval_s=self.resolve_interval,
-                                visit_order=order, seed=self.seed, type_order=GAVEL_TYPE_ORDER,
-                                keep_rounds=False, gavel_compat=True)
-        return EngineConfig(round_s=self.round_s, min_resolve_interval_s=self.resolve_interval,
-                            visit_order="gavel", seed=self.seed, keep_rounds=False)
+            return EngineConfig(
+                round_s=self.round_s,
+                min_resolve_interval_s=self.resolve_interval,
+                visit_order=order,
+                seed=self.seed,
+                type_order=GAVEL_TYPE_ORDER,
+                keep_rounds=False,
+                gavel_compat=True,
+            )
+        return EngineConfig(
+            round_s=self.round_s,
+            min_resolve_interval_s=self.resolve_interval,
+            visit_order="gavel",
+            seed=self.seed,
+            keep_rounds=False,
+        )
 
     @property
     def resolve_interval(self) -> float:
@@ -100,7 +113,7 @@ class Workload:
 
     jobs: list[Job] | None = None
     generator: JobGenerator | None = None
-    num_jobs: int | None = None          # generated traces: stop generating after this many
+    num_jobs: int | None = None  # generated traces: stop generating after this many
     description: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -132,8 +145,11 @@ class Workload:
 
 def check_fits(job: Job, table: ThroughputTable, cluster: Cluster) -> None:
     if not any(table.solo(w, job.job_type) > 0 and cluster.capacity(w) >= job.scale_factor for w in cluster.names):
-        raise InputError(f"job {job.job_id} ({job.job_type.label}) needs {job.scale_factor} GPUs of a type "
-                         "where it can run; no worker type of the cluster has that", field="scale_factor")
+        raise InputError(
+            f"job {job.job_id} ({job.job_type.label}) needs {job.scale_factor} GPUs of a type "
+            "where it can run; no worker type of the cluster has that",
+            field="scale_factor",
+        )
 
 
 class _Feed:
@@ -169,12 +185,13 @@ class _Feed:
 
 # --------------------------------------------------------------------------- results
 
+
 @dataclass
 class SimulationResult:
-    status: str                   # "ok" or "saturated"
+    status: str  # "ok" or "saturated"
     reason: str | None
     metrics: dict
-    jobs: list[dict]              # one row per job that arrived
+    jobs: list[dict]  # one row per job that arrived
     config: dict
     workload: dict
 
@@ -203,8 +220,10 @@ def offered_load(jobs: list[Job], rate_per_hour: float, table: ThroughputTable, 
 def _window(config: SimulationConfig, workload: Workload) -> tuple[int, int | None]:
     if config.window is None:
         if not workload.finite:
-            raise InputError("an endless generated trace needs a measurement window (--window START:END) "
-                             "or a number of jobs", field="--window")
+            raise InputError(
+                "an endless generated trace needs a measurement window (--window START:END) or a number of jobs",
+                field="--window",
+            )
         return 0, None
     start, end = config.window
     if not 0 <= start < end:
@@ -218,10 +237,16 @@ def _window(config: SimulationConfig, workload: Workload) -> tuple[int, int | No
 Progress = Callable[[float, int, int, int], None]  # (simulated s, window jobs done, window size, active)
 
 
-def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
-                   config: SimulationConfig, *, progress: Progress | None = None,
-                   reference_jct: dict[str, float] | None = None,
-                   decision_table: ThroughputTable | None = None) -> SimulationResult:
+def run_simulation(
+    table: ThroughputTable,
+    cluster: Cluster,
+    workload: Workload,
+    config: SimulationConfig,
+    *,
+    progress: Progress | None = None,
+    reference_jct: dict[str, float] | None = None,
+    decision_table: ThroughputTable | None = None,
+) -> SimulationResult:
     """Simulate; `reference_jct` (job id -> JCT under `isolated`) adds the rho metrics.
 
     `decision_table` (e.g. with estimated co-locations) is what the policy decides on;
@@ -230,18 +255,32 @@ def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
     for checked in (table,) if decision_table is None else (table, decision_table):
         missing = [w for w in cluster.names if w not in checked.worker_types]
         if missing:
-            raise InputError(f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
-                             path=checked.path, field="worker_type")
+            raise InputError(
+                f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
+                path=checked.path,
+                field="worker_type",
+            )
     if not config.round_s > 0:
         raise InputError(f"round length must be positive, got {config.round_s}", field="--round-length")
     start, end = _window(config, workload)
     load = workload.offered_load(table, cluster)
     if load >= 1.0:
         reason = f"offered load {load:.2f} of the cluster's GPU time (>= 1): no policy can keep up"
-        return SimulationResult("saturated", reason, {"offered_load": load, "window": [start, end]}, [],
-                                asdict(config), workload.description)
-    policy = make_policy(config.policy, method=config.solver_method, aggregate=config.aggregate,
-                         seed=config.seed, gavel_compat=config.gavel_compat)
+        return SimulationResult(
+            "saturated",
+            reason,
+            {"offered_load": load, "window": [start, end]},
+            [],
+            asdict(config),
+            workload.description,
+        )
+    policy = make_policy(
+        config.policy,
+        method=config.solver_method,
+        aggregate=config.aggregate,
+        seed=config.seed,
+        gavel_compat=config.gavel_compat,
+    )
     engine_config = config.engine_config(policy.perf_aware)
     feed = _Feed(workload.stream(), table, cluster)
     engine = Engine(table, cluster, policy, engine_config, source=feed, decision_table=decision_table)
@@ -287,8 +326,10 @@ def run_simulation(table: ThroughputTable, cluster: Cluster, workload: Workload,
             break
         if len(window_arrivals) == 2 and window_arrivals[1][1] - window_arrivals[0][1] > 0.5 * (end - start):
             grew = window_arrivals[1][1] - window_arrivals[0][1]
-            status, reason = "saturated", (f"jobs in the system grew by {grew} while the window's "
-                                           f"{end - start} jobs arrived")
+            status, reason = (
+                "saturated",
+                (f"jobs in the system grew by {grew} while the window's {end - start} jobs arrived"),
+            )
             break
         if limit_s is not None and now > limit_s:
             status, reason = "saturated", f"window unfinished at {now / 3600:.0f} h (limit {limit_s / 3600:.0f} h)"
@@ -354,13 +395,32 @@ def _window_total(workload: Workload, start: int) -> int | None:
 
 def _drain_allowance(engine: Engine, window_ids, table, cluster) -> float:
     """Time the window may take after its last arrival: 50x its longest job alone, at least 30 days."""
-    longest = max((job_demand_gpu_s(engine.outcomes[j].job, table, cluster) / engine.outcomes[j].job.scale_factor
-                   for j in window_ids if j in engine.outcomes), default=0.0)
+    longest = max(
+        (
+            job_demand_gpu_s(engine.outcomes[j].job, table, cluster) / engine.outcomes[j].job.scale_factor
+            for j in window_ids
+            if j in engine.outcomes
+        ),
+        default=0.0,
+    )
     return max(50.0 * longest, 30 * 86400.0)
 
 
-JOB_COLUMNS = ["job_id", "model", "batch_size", "scale_factor", "priority_weight", "arrival_s", "total_steps",
-               "duration_s", "steps_done", "finish_s", "jct_s", "in_window", "rho"]
+JOB_COLUMNS = [
+    "job_id",
+    "model",
+    "batch_size",
+    "scale_factor",
+    "priority_weight",
+    "arrival_s",
+    "total_steps",
+    "duration_s",
+    "steps_done",
+    "finish_s",
+    "jct_s",
+    "in_window",
+    "rho",
+]
 
 
 def _job_rows(engine: Engine, in_window, durations: dict[str, float], end_time: float) -> list[dict]:
@@ -370,9 +430,21 @@ def _job_rows(engine: Engine, in_window, durations: dict[str, float], end_time: 
         if job.arrival_s > end_time:
             continue  # submitted as the next arrival, never admitted
         jt = job.job_type
-        rows.append({"job_id": jid, "model": jt.model, "batch_size": jt.batch_size, "scale_factor": jt.scale_factor,
-                     "priority_weight": job.priority_weight, "arrival_s": job.arrival_s,
-                     "total_steps": job.total_steps, "duration_s": durations.get(jid),
-                     "steps_done": out.steps_done, "finish_s": out.finish_s, "jct_s": out.jct_s,
-                     "in_window": in_window(jid), "rho": None})
+        rows.append(
+            {
+                "job_id": jid,
+                "model": jt.model,
+                "batch_size": jt.batch_size,
+                "scale_factor": jt.scale_factor,
+                "priority_weight": job.priority_weight,
+                "arrival_s": job.arrival_s,
+                "total_steps": job.total_steps,
+                "duration_s": durations.get(jid),
+                "steps_done": out.steps_done,
+                "finish_s": out.finish_s,
+                "jct_s": out.jct_s,
+                "in_window": in_window(jid),
+                "rho": None,
+            }
+        )
     return rows

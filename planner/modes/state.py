@@ -12,6 +12,7 @@ Policies keep state through an optional protocol: `get_state() -> dict` and
 every policy; a policy without the protocol has its other private attributes
 saved when they are plain data.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,35 +20,61 @@ import json
 import math
 import os
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
+from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster
-from planner.rounds.engine import Engine, EngineConfig, JobOutcome, Solve
-from planner.errors import InputError
 from planner.formats.files import read_json
 from planner.formats.jobs import Job
-from planner.rounds.mechanism import Placement
-from planner.policies.base import Allocation
 from planner.formats.table import JobType, ThroughputTable
+from planner.policies.base import Allocation
+from planner.rounds.engine import Engine, EngineConfig, JobOutcome, Solve
+from planner.rounds.mechanism import Placement
 
 STATE_FORMAT = "rota.state/v1"
 PROGRESS_FORMAT = "rota.progress/v1"
 
 # Engine attributes this module saves, and those it rebuilds or drops on purpose.
 # tests/test_state.py fails when the engine grows an attribute in neither list.
-ENGINE_SAVED = ("pending", "active", "outcomes", "busy", "need_update", "order", "finished", "t",
-                "n_rounds", "_round_origin", "_shuffle", "mech")
-ENGINE_REBUILT = ("table", "cluster", "policy", "config", "types", "rounds", "solves", "source",
-                  "_rates", "_runnable", "_scale", "_type_index",  # caches of table and cluster lookups
-                  "decision_table")  # simulation input (what the policy sees); next rounds use the table
+ENGINE_SAVED = (
+    "pending",
+    "active",
+    "outcomes",
+    "busy",
+    "need_update",
+    "order",
+    "finished",
+    "t",
+    "n_rounds",
+    "_round_origin",
+    "_shuffle",
+    "mech",
+)
+ENGINE_REBUILT = (
+    "table",
+    "cluster",
+    "policy",
+    "config",
+    "types",
+    "rounds",
+    "solves",
+    "source",
+    "_rates",
+    "_runnable",
+    "_scale",
+    "_type_index",  # caches of table and cluster lookups
+    "decision_table",
+)  # simulation input (what the policy sees); next rounds use the table
 
 
 # --------------------------------------------------------------------------- values
+
 
 class Unencodable(TypeError):
     pass
@@ -100,6 +127,7 @@ def _hashable(key: Any) -> Any:
 
 # --------------------------------------------------------------------------- policy
 
+
 def policy_state(policy: Any) -> dict:
     out: dict[str, Any] = {}
     getter = getattr(policy, "get_state", None)
@@ -130,19 +158,34 @@ def restore_policy_state(policy: Any, saved: dict) -> None:
 
 # --------------------------------------------------------------------------- jobs
 
+
 def job_record(job: Job) -> dict:
     jt = job.job_type
-    return {"job_id": job.job_id, "model": jt.model, "batch_size": jt.batch_size, "scale_factor": jt.scale_factor,
-            "total_steps": job.total_steps, "priority_weight": job.priority_weight, "arrival_s": job.arrival_s,
-            "entity": job.entity, "slo_s": job.slo_s, "steps_done": job.steps_done,
-            "command": getattr(job, "command", None)}
+    return {
+        "job_id": job.job_id,
+        "model": jt.model,
+        "batch_size": jt.batch_size,
+        "scale_factor": jt.scale_factor,
+        "total_steps": job.total_steps,
+        "priority_weight": job.priority_weight,
+        "arrival_s": job.arrival_s,
+        "entity": job.entity,
+        "slo_s": job.slo_s,
+        "steps_done": job.steps_done,
+        "command": getattr(job, "command", None),
+    }
 
 
 def job_from_record(rec: dict) -> Job:
     jt = JobType(rec["model"], rec["batch_size"], int(rec["scale_factor"]))
-    kwargs = dict(total_steps=float(rec["total_steps"]), priority_weight=float(rec["priority_weight"]),
-                  arrival_s=float(rec["arrival_s"]), entity=rec.get("entity"), slo_s=rec.get("slo_s"),
-                  steps_done=float(rec.get("steps_done", 0.0)))
+    kwargs = dict(
+        total_steps=float(rec["total_steps"]),
+        priority_weight=float(rec["priority_weight"]),
+        arrival_s=float(rec["arrival_s"]),
+        entity=rec.get("entity"),
+        slo_s=rec.get("slo_s"),
+        steps_done=float(rec.get("steps_done", 0.0)),
+    )
     if "command" in {f.name for f in dataclasses.fields(Job)}:
         kwargs["command"] = rec.get("command")
     return Job(str(rec["job_id"]), jt, **kwargs)
@@ -150,13 +193,21 @@ def job_from_record(rec: dict) -> Job:
 
 # --------------------------------------------------------------------------- engine
 
+
 def _keyed(items: Iterable[tuple[tuple, Any]]) -> list:
     return [[list(k), v.tolist() if isinstance(v, np.ndarray) else v] for k, v in items]
 
 
-def save_engine(engine: Engine, *, policy_name: str, policy_options: dict, inputs: dict | None = None,
-                last_solve: Solve | None = None, cancelled: Iterable[str] = (),
-                rounds_done: int | None = None) -> dict:
+def save_engine(
+    engine: Engine,
+    *,
+    policy_name: str,
+    policy_options: dict,
+    inputs: dict | None = None,
+    last_solve: Solve | None = None,
+    cancelled: Iterable[str] = (),
+    rounds_done: int | None = None,
+) -> dict:
     """The state document for `engine` (JSON-ready)."""
     mech = engine.mech
     pending = [j.job_id for j in engine.pending]
@@ -164,10 +215,16 @@ def save_engine(engine: Engine, *, policy_name: str, policy_options: dict, input
     cancelled = set(cancelled)
     jobs = []
     for jid, out in engine.outcomes.items():
-        status = ("active" if jid in engine.active else "pending" if jid in set(pending)
-                  else "cancelled" if jid in cancelled else "finished")
-        jobs.append({**job_record(out.job), "status": status, "progress": out.steps_done,
-                     "finish_s": out.finish_s})
+        status = (
+            "active"
+            if jid in engine.active
+            else "pending"
+            if jid in set(pending)
+            else "cancelled"
+            if jid in cancelled
+            else "finished"
+        )
+        jobs.append({**job_record(out.job), "status": status, "progress": out.steps_done, "finish_s": out.finish_s})
     n_rounds = getattr(engine, "n_rounds", None)
     state = {
         "format": STATE_FORMAT,
@@ -175,19 +232,27 @@ def save_engine(engine: Engine, *, policy_name: str, policy_options: dict, input
         "inputs": inputs or {},
         "policy": {"name": policy_name, "options": policy_options, "memory": policy_state(engine.policy)},
         "config": encode(dataclasses.asdict(engine.config)),
-        "rounds_done": rounds_done if rounds_done is not None else (n_rounds if n_rounds is not None
-                                                                   else len(engine.rounds)),
+        "rounds_done": rounds_done
+        if rounds_done is not None
+        else (n_rounds if n_rounds is not None else len(engine.rounds)),
         "engine": {
-            "t": engine.t, "need_update": engine.need_update, "order": list(engine.order),
-            "finished": engine.finished, "busy": dict(engine.busy),
+            "t": engine.t,
+            "need_update": engine.need_update,
+            "order": list(engine.order),
+            "finished": engine.finished,
+            "busy": dict(engine.busy),
             "round_origin": getattr(engine, "_round_origin", None),
             "shuffle": encode(engine._shuffle.getstate()),
-            "pending": pending, "active": active,
+            "pending": pending,
+            "active": active,
         },
         "jobs": jobs,
         "mechanism": {
-            "round_s": mech.round_s, "last_reset": mech.last_reset, "worker_time": mech.worker_time.tolist(),
-            "job_time": _keyed(mech.job_time.items()), "deficit": _keyed(mech.deficit.items()),
+            "round_s": mech.round_s,
+            "last_reset": mech.last_reset,
+            "worker_time": mech.worker_time.tolist(),
+            "job_time": _keyed(mech.job_time.items()),
+            "deficit": _keyed(mech.deficit.items()),
             "alloc": _keyed(mech.alloc.items()),
             "previous": [[list(k), p.worker_type, [[n, g] for n, g in p.gpus]] for k, p in mech.previous.items()],
         },
@@ -198,10 +263,18 @@ def save_engine(engine: Engine, *, policy_name: str, policy_options: dict, input
 
 def _solve_record(solve: Solve) -> dict:
     a = solve.allocation
-    return {"time_s": solve.time_s, "job_ids": list(solve.job_ids), "x": np.asarray(a.x).tolist(),
-            "objective": a.objective, "status": a.status, "solver": a.solver, "build_s": a.build_s,
-            "solve_s": a.solve_s, "n_classes": a.n_classes,
-            "pair_x": _keyed((a.pair_x or {}).items())}
+    return {
+        "time_s": solve.time_s,
+        "job_ids": list(solve.job_ids),
+        "x": np.asarray(a.x).tolist(),
+        "objective": a.objective,
+        "status": a.status,
+        "solver": a.solver,
+        "build_s": a.build_s,
+        "solve_s": a.solve_s,
+        "n_classes": a.n_classes,
+        "pair_x": _keyed((a.pair_x or {}).items()),
+    }
 
 
 def _solve_from(rec: dict | None) -> Solve | None:
@@ -209,9 +282,16 @@ def _solve_from(rec: dict | None) -> Solve | None:
         return None
     pair_x = {tuple(k): np.array(v, dtype=float) for k, v in rec.get("pair_x", [])}
     x = np.array(rec["x"], dtype=float).reshape(len(rec["job_ids"]), -1)
-    alloc = Allocation(x, objective=rec.get("objective"), status=rec.get("status", "restored"),
-                       solver=rec.get("solver"), build_s=rec.get("build_s", 0.0), solve_s=rec.get("solve_s", 0.0),
-                       n_classes=rec.get("n_classes"), pair_x=pair_x or None)
+    alloc = Allocation(
+        x,
+        objective=rec.get("objective"),
+        status=rec.get("status", "restored"),
+        solver=rec.get("solver"),
+        build_s=rec.get("build_s", 0.0),
+        solve_s=rec.get("solve_s", 0.0),
+        n_classes=rec.get("n_classes"),
+        pair_x=pair_x or None,
+    )
     return Solve(rec["time_s"], list(rec["job_ids"]), alloc)
 
 
@@ -232,13 +312,24 @@ def config_from_state(state: dict) -> EngineConfig:
     return EngineConfig(**{k: v for k, v in saved.items() if k in known})
 
 
-def restore_engine(state: dict, *, table: ThroughputTable, cluster: Cluster, policy: Any,
-                   config: EngineConfig | None = None, path: object = "<state>") -> Restored:
+def restore_engine(
+    state: dict,
+    *,
+    table: ThroughputTable,
+    cluster: Cluster,
+    policy: Any,
+    config: EngineConfig | None = None,
+    path: object = "<state>",
+) -> Restored:
     """An Engine in the saved state; `policy` is a fresh object of the saved policy."""
     check_state(state, path)
     if list(state["worker_types"]) != cluster.names:
-        raise InputError(f"the state was planned for worker types {', '.join(state['worker_types'])}; "
-                         f"cluster {cluster.path} has {', '.join(cluster.names)}", path=path, field="worker_types")
+        raise InputError(
+            f"the state was planned for worker types {', '.join(state['worker_types'])}; "
+            f"cluster {cluster.path} has {', '.join(cluster.names)}",
+            path=path,
+            field="worker_types",
+        )
     config = config or config_from_state(state)
     engine = Engine(table, cluster, policy, config)
     saved = state["engine"]
@@ -250,19 +341,25 @@ def restore_engine(state: dict, *, table: ThroughputTable, cluster: Cluster, pol
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"malformed job entry ({exc})", path=path, row=row, field="jobs") from None
         if not any(table.has(w, job.job_type) for w in cluster.names):
-            raise InputError(f"job {job.job_id!r}: job type {job.job_type.label!r} is not in the table {table.path}",
-                             path=path, row=row, field="jobs")
+            raise InputError(
+                f"job {job.job_id!r}: job type {job.job_type.label!r} is not in the table {table.path}",
+                path=path,
+                row=row,
+                field="jobs",
+            )
         by_id[job.job_id] = job
-        engine.outcomes[job.job_id] = JobOutcome(job, finish_s=rec.get("finish_s"),
-                                                 steps_done=float(rec.get("progress", job.steps_done)))
+        engine.outcomes[job.job_id] = JobOutcome(
+            job, finish_s=rec.get("finish_s"), steps_done=float(rec.get("progress", job.steps_done))
+        )
         if rec.get("status") == "cancelled":
             cancelled.add(job.job_id)
     try:
         engine.pending = [by_id[j] for j in saved["pending"]]
         engine.active = {j: by_id[j] for j in saved["active"]}
     except KeyError as exc:
-        raise InputError(f"job {exc.args[0]!r} is listed as waiting or running but has no entry",
-                         path=path, field="engine") from None
+        raise InputError(
+            f"job {exc.args[0]!r} is listed as waiting or running but has no entry", path=path, field="engine"
+        ) from None
     engine.t = saved["t"]
     engine.need_update = bool(saved["need_update"])
     engine.order = [int(j) for j in saved["order"]]
@@ -276,8 +373,15 @@ def restore_engine(state: dict, *, table: ThroughputTable, cluster: Cluster, pol
         engine.n_rounds = rounds_done
     _restore_mechanism(engine, state["mechanism"], cluster, path)
     restore_policy_state(policy, state["policy"].get("memory", {}))
-    return Restored(engine, state["policy"]["name"], dict(state["policy"].get("options", {})), rounds_done,
-                    _solve_from(state.get("last_solve")), cancelled, dict(state.get("inputs", {})))
+    return Restored(
+        engine,
+        state["policy"]["name"],
+        dict(state["policy"].get("options", {})),
+        rounds_done,
+        _solve_from(state.get("last_solve")),
+        cancelled,
+        dict(state.get("inputs", {})),
+    )
 
 
 def _restore_mechanism(engine: Engine, saved: dict, cluster: Cluster, path: object) -> None:
@@ -288,8 +392,9 @@ def _restore_mechanism(engine: Engine, saved: dict, cluster: Cluster, path: obje
         out = {}
         for key, vec in saved[name]:
             if len(vec) != m:
-                raise InputError(f"entry {key} has {len(vec)} values for {m} worker types", path=path,
-                                 field=f"mechanism.{name}")
+                raise InputError(
+                    f"entry {key} has {len(vec)} values for {m} worker types", path=path, field=f"mechanism.{name}"
+                )
             out[tuple(key)] = np.array(vec, dtype=float)
         return out
 
@@ -314,8 +419,9 @@ def check_state(state: Any, path: object = "<state>") -> None:
     if not isinstance(state, dict):
         raise InputError("expected a JSON object", path=path)
     if state.get("format") != STATE_FORMAT:
-        raise InputError(f"unsupported format {state.get('format')!r} (expected {STATE_FORMAT})",
-                         path=path, field="format")
+        raise InputError(
+            f"unsupported format {state.get('format')!r} (expected {STATE_FORMAT})", path=path, field="format"
+        )
     for key in _STATE_KEYS:
         if key not in state:
             raise InputError("is required", path=path, field=key)
@@ -340,6 +446,7 @@ def write_state(state: dict, path: str | os.PathLike) -> None:
 
 # --------------------------------------------------------------------------- progress
 
+
 @dataclass
 class JobProgress:
     steps_done: float | None = None
@@ -351,10 +458,10 @@ class JobProgress:
 class Progress:
     """What the launcher saw since the last call."""
 
-    time_s: float | None = None        # the round boundary now (default: end of the planned round)
-    round: int | None = None           # the round these reports are for (checked: the last planned one)
+    time_s: float | None = None  # the round boundary now (default: end of the planned round)
+    round: int | None = None  # the round these reports are for (checked: the last planned one)
     jobs: dict[str, JobProgress] = field(default_factory=dict)
-    new_jobs: list[dict] = field(default_factory=list)   # job-list records (same columns)
+    new_jobs: list[dict] = field(default_factory=list)  # job-list records (same columns)
     cancelled: list[str] = field(default_factory=list)
 
 
@@ -384,31 +491,40 @@ def _job_progress(raw: Any, *, path, row) -> tuple[str, JobProgress]:
         raise InputError("expected an object with job_id", path=path, row=row, field="job_id")
     unknown = set(raw) - {"job_id", "steps_done", "finished", "gpus"}
     if unknown:
-        raise InputError("unknown key (expected job_id, steps_done, finished, gpus)", path=path, row=row,
-                         field=sorted(unknown)[0])
+        raise InputError(
+            "unknown key (expected job_id, steps_done, finished, gpus)", path=path, row=row, field=sorted(unknown)[0]
+        )
     steps = raw.get("steps_done")
-    steps = None if steps is None or (isinstance(steps, str) and not steps.strip()) else \
-        _float(steps, path=path, row=row, name="steps_done")
+    steps = (
+        None
+        if steps is None or (isinstance(steps, str) and not steps.strip())
+        else _float(steps, path=path, row=row, name="steps_done")
+    )
     gpus = raw.get("gpus")
     if gpus is not None:
         try:
             gpus = tuple((str(g["node"]), int(g["gpu"])) for g in gpus)
         except (TypeError, KeyError, ValueError):
             raise InputError("expected a list of {node, gpu}", path=path, row=row, field="gpus") from None
-    return str(raw["job_id"]).strip(), JobProgress(steps, _flag(raw.get("finished", False), path=path, row=row,
-                                                                 name="finished"), gpus)
+    return str(raw["job_id"]).strip(), JobProgress(
+        steps, _flag(raw.get("finished", False), path=path, row=row, name="finished"), gpus
+    )
 
 
 def progress_from_dict(data: Any, path: object = "<progress>") -> Progress:
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", path=path)
     if data.get("format", PROGRESS_FORMAT) != PROGRESS_FORMAT:
-        raise InputError(f"unsupported format {data.get('format')!r} (expected {PROGRESS_FORMAT})",
-                         path=path, field="format")
+        raise InputError(
+            f"unsupported format {data.get('format')!r} (expected {PROGRESS_FORMAT})", path=path, field="format"
+        )
     unknown = set(data) - {"format", "round", "time_s", "jobs", "new_jobs", "cancelled"}
     if unknown:
-        raise InputError("unknown key (expected format, round, time_s, jobs, new_jobs, cancelled)", path=path,
-                         field=sorted(unknown)[0])
+        raise InputError(
+            "unknown key (expected format, round, time_s, jobs, new_jobs, cancelled)",
+            path=path,
+            field=sorted(unknown)[0],
+        )
     rnd = data.get("round")
     if rnd is not None and (isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0):
         raise InputError(f"expected a round index, got {rnd!r}", path=path, field="round")
@@ -442,7 +558,7 @@ def read_progress(path: str | os.PathLike) -> Progress:
         raise InputError("file not found", path=path)
     if path.is_dir():
         jobs = {}
-        for row, item in enumerate(sorted(path.glob("*.json")), start=1):
+        for item in sorted(path.glob("*.json")):
             try:
                 raw = json.loads(item.read_text(encoding="utf-8"))
             except json.JSONDecodeError as exc:
@@ -460,8 +576,10 @@ def read_progress(path: str | os.PathLike) -> Progress:
         except Exception as exc:
             raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
         frame.columns = [str(c).strip() for c in frame.columns]
-        records = [{k: v for k, v in rec.items() if not (k in ("finished", "gpus") and str(v).strip() == "")}
-                   for rec in frame.to_dict(orient="records")]
+        records = [
+            {k: v for k, v in rec.items() if not (k in ("finished", "gpus") and str(v).strip() == "")}
+            for rec in frame.to_dict(orient="records")
+        ]
         if any("gpus" in r for r in records):
             raise InputError("gpus can only be reported in JSON progress files", path=path, field="gpus")
         return progress_from_dict({"jobs": records}, path)
@@ -474,8 +592,10 @@ def read_progress(path: str | os.PathLike) -> Progress:
 
 # --------------------------------------------------------------------------- merging progress
 
-def apply_progress(engine: Engine, progress: Progress, *, cluster: Cluster, cancelled: set[str],
-                   path: object = "<progress>") -> list[str]:
+
+def apply_progress(
+    engine: Engine, progress: Progress, *, cluster: Cluster, cancelled: set[str], path: object = "<progress>"
+) -> list[str]:
     """Fold what the launcher reported into the engine; returns one note per change.
 
     Reported steps replace the planned ones (a job that did fewer steps simply has
@@ -486,11 +606,17 @@ def apply_progress(engine: Engine, progress: Progress, *, cluster: Cluster, canc
     notes: list[str] = []
     if progress.time_s is not None:
         if engine.t is not None and progress.time_s < engine.t - 1e-6:
-            raise InputError(f"time_s {progress.time_s:g} is before the end of the last planned round "
-                             f"({engine.t:g})", path=path, field="time_s")
+            raise InputError(
+                f"time_s {progress.time_s:g} is before the end of the last planned round ({engine.t:g})",
+                path=path,
+                field="time_s",
+            )
         if engine.t is None or progress.time_s > engine.t:
-            notes.append(f"clock moved to {progress.time_s:g} s (plan said {engine.t:g} s)"
-                         if engine.t is not None else f"clock set to {progress.time_s:g} s")
+            notes.append(
+                f"clock moved to {progress.time_s:g} s (plan said {engine.t:g} s)"
+                if engine.t is not None
+                else f"clock set to {progress.time_s:g} s"
+            )
         engine.t = progress.time_s
     now = engine.t
     node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
@@ -498,8 +624,9 @@ def apply_progress(engine: Engine, progress: Progress, *, cluster: Cluster, canc
     for jid, prog in progress.jobs.items():
         out = engine.outcomes.get(jid)
         if out is None:
-            raise InputError(f"unknown job {jid!r} (new jobs go under new_jobs or into the job list)",
-                             path=path, field="job_id")
+            raise InputError(
+                f"unknown job {jid!r} (new jobs go under new_jobs or into the job list)", path=path, field="job_id"
+            )
         if jid in cancelled:
             continue
         total = out.job.total_steps
@@ -526,11 +653,18 @@ def apply_progress(engine: Engine, progress: Progress, *, cluster: Cluster, canc
             notes.append(f"{jid}: not finished after all, {total - out.steps_done:g} steps left")
         if prog.gpus and jid in engine.active and (jid,) in engine.mech.job_time:
             types = {node_type.get(n) for n, _ in prog.gpus}
-            bad = [n for n, g in prog.gpus if n not in node_type
-                   or not 0 <= g < cluster.worker_types[node_type[n]].gpus_per_node]
+            bad = [
+                n
+                for n, g in prog.gpus
+                if n not in node_type or not 0 <= g < cluster.worker_types[node_type[n]].gpus_per_node
+            ]
             if bad or len(types) != 1:
-                raise InputError(f"job {jid!r}: reported GPUs are not on one worker type of the cluster "
-                                 f"({', '.join(f'{n}:{g}' for n, g in prog.gpus)})", path=path, field="gpus")
+                raise InputError(
+                    f"job {jid!r}: reported GPUs are not on one worker type of the cluster "
+                    f"({', '.join(f'{n}:{g}' for n, g in prog.gpus)})",
+                    path=path,
+                    field="gpus",
+                )
             mech = engine.mech
             for key in [k for k in mech.previous if jid in k]:
                 del mech.previous[key]

@@ -7,22 +7,23 @@ order of increasing load; once a (policy, seed) saturates, its heavier points
 are recorded as saturated without running them. Points whose offered load
 alone exceeds the cluster (spec: "rates it cannot serve") are never run.
 """
+
 from __future__ import annotations
 
 import csv
 import json
 import math
 import os
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
-from planner.formats.atomic import write_with
 from planner.errors import InputError
+from planner.formats.atomic import write_with
+from planner.formats.trace import GeneratorConfig, JobGenerator
 from planner.modes.metrics import distribution, rho
 from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
-from planner.formats.trace import GeneratorConfig, JobGenerator
 
 RESULTS = "results.jsonl"
 SWEEP_FORMAT = "rota.sweep/v1"
@@ -32,8 +33,8 @@ SWEEP_FORMAT = "rota.sweep/v1"
 class Point:
     policy: str
     seed: int
-    rate: float = 0.0              # jobs/hour; 0 with num_jobs: static trace
-    num_jobs: int | None = None    # static traces: how many jobs (all at t = 0)
+    rate: float = 0.0  # jobs/hour; 0 with num_jobs: static trace
+    num_jobs: int | None = None  # static traces: how many jobs (all at t = 0)
 
     @property
     def key(self) -> str:
@@ -106,23 +107,42 @@ def _inputs(spec: SweepSpec):
 
 
 def _workload(spec: SweepSpec, point: Point, table) -> Workload:
-    gen = JobGenerator(table, GeneratorConfig(seed=point.seed, rate_per_hour=point.rate, multi_gpu=spec.multi_gpu,
-                                              multi_priority=spec.multi_priority))
-    return Workload(generator=gen, num_jobs=point.num_jobs,
-                    description={"generator": asdict(gen.config), "num_jobs": point.num_jobs})
+    gen = JobGenerator(
+        table,
+        GeneratorConfig(
+            seed=point.seed, rate_per_hour=point.rate, multi_gpu=spec.multi_gpu, multi_priority=spec.multi_priority
+        ),
+    )
+    return Workload(
+        generator=gen,
+        num_jobs=point.num_jobs,
+        description={"generator": asdict(gen.config), "num_jobs": point.num_jobs},
+    )
 
 
 def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
     """Simulate one point; write its per-job CSV; return its results line."""
     table, cluster = _inputs(spec)
-    config = SimulationConfig(policy=point.policy, round_s=spec.round_s, gavel_compat=spec.gavel_compat,
-                              seed=point.seed, window=spec.window if point.num_jobs is None else None,
-                              solver_method=spec.solver_method, max_active_jobs=spec.max_active_jobs)
+    config = SimulationConfig(
+        policy=point.policy,
+        round_s=spec.round_s,
+        gavel_compat=spec.gavel_compat,
+        seed=point.seed,
+        window=spec.window if point.num_jobs is None else None,
+        solver_method=spec.solver_method,
+        max_active_jobs=spec.max_active_jobs,
+    )
     result = run_simulation(table, cluster, _workload(spec, point, table), config)
     write_job_csv(result.jobs, Path(out_dir) / "jobs" / f"{point.key}.csv")
     metrics = result.metrics if "jct_s" in result.metrics else None  # None: saturated before running
-    return {"key": point.key, **asdict(point), "offered_load": result.metrics.get("offered_load"),
-            "status": result.status, "reason": result.reason, "metrics": metrics}
+    return {
+        "key": point.key,
+        **asdict(point),
+        "offered_load": result.metrics.get("offered_load"),
+        "status": result.status,
+        "reason": result.reason,
+        "metrics": metrics,
+    }
 
 
 def write_job_csv(rows: list[dict], path: Path) -> None:
@@ -132,6 +152,7 @@ def write_job_csv(rows: list[dict], path: Path) -> None:
             w.writeheader()
             for r in rows:
                 w.writerow({k: ("" if r.get(k) is None else r[k]) for k in JOB_COLUMNS})
+
     write_with(path, writer)
 
 
@@ -141,6 +162,7 @@ def read_job_csv(path: Path) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- the sweep
+
 
 def load_results(out_dir: Path) -> dict[str, dict]:
     """Finished points by key; a torn last line (killed run) is ignored."""
@@ -174,16 +196,25 @@ def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
         old = json.loads(path.read_text(encoding="utf-8")).get("setup", {})
         changed = [k for k in fixed if old.get(k) != fixed[k]]
         if changed:
-            raise InputError(f"this folder holds a sweep with a different {changed[0]} "
-                             f"({old.get(changed[0])!r}, now {fixed[changed[0]]!r}); use another --out",
-                             path=path, field=changed[0])
+            raise InputError(
+                f"this folder holds a sweep with a different {changed[0]} "
+                f"({old.get(changed[0])!r}, now {fixed[changed[0]]!r}); use another --out",
+                path=path,
+                field=changed[0],
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     from planner.formats.atomic import write_text_atomic
+
     write_text_atomic(path, json.dumps({"format": SWEEP_FORMAT, "setup": fixed}, indent=1) + "\n")
 
 
-def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, jobs: int = 1,
-              on_point: Callable[[dict, int, int], None] | None = None) -> list[dict]:
+def run_sweep(
+    spec: SweepSpec,
+    out_dir: str | os.PathLike,
+    *,
+    jobs: int = 1,
+    on_point: Callable[[dict, int, int], None] | None = None,
+) -> list[dict]:
     """Run every missing point (up to `jobs` processes); return all points' records in grid order."""
     out_dir = Path(out_dir)
     points = spec.points()
@@ -211,8 +242,16 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, *, jobs: int = 1,
     def skip_if_heavier(p: Point) -> bool:
         limit = saturated.get((p.policy, p.seed))
         if limit is not None and p.load >= limit:
-            record({"key": p.key, **asdict(p), "status": "saturated", "offered_load": None,
-                    "reason": f"saturated already at {limit:g}", "metrics": None})
+            record(
+                {
+                    "key": p.key,
+                    **asdict(p),
+                    "status": "saturated",
+                    "offered_load": None,
+                    "reason": f"saturated already at {limit:g}",
+                    "metrics": None,
+                }
+            )
             return True
         return False
 
@@ -244,6 +283,7 @@ def _load(rec: dict) -> float:
 
 # --------------------------------------------------------------------------- summaries
 
+
 def attach_rho(records: Iterable[dict], out_dir: Path) -> None:
     """Add rho (JCT / JCT under `isolated`, same load and seed) to every point that has both runs."""
     records = list(records)
@@ -261,13 +301,30 @@ def attach_rho(records: Iterable[dict], out_dir: Path) -> None:
 def _jct_by_job(path: Path) -> dict[str, float]:
     if not path.exists():
         return {}
-    return {row["job_id"]: float(row["jct_s"]) for row in read_job_csv(path)
-            if row["in_window"] == "True" and row["jct_s"]}
+    return {
+        row["job_id"]: float(row["jct_s"]) for row in read_job_csv(path) if row["in_window"] == "True" and row["jct_s"]
+    }
 
 
-SUMMARY_COLUMNS = ["policy", "seed", "rate", "num_jobs", "status", "avg_jct_h", "p50_jct_h", "p90_jct_h",
-                   "p99_jct_h", "makespan_h", "utilisation", "lease_extension_pct", "rho_mean", "rho_p90",
-                   "resolves", "wall_s", "reason"]
+SUMMARY_COLUMNS = [
+    "policy",
+    "seed",
+    "rate",
+    "num_jobs",
+    "status",
+    "avg_jct_h",
+    "p50_jct_h",
+    "p90_jct_h",
+    "p99_jct_h",
+    "makespan_h",
+    "utilisation",
+    "lease_extension_pct",
+    "rho_mean",
+    "rho_p90",
+    "resolves",
+    "wall_s",
+    "reason",
+]
 
 
 def summary_rows(records: Iterable[dict]) -> list[dict]:
@@ -277,14 +334,27 @@ def summary_rows(records: Iterable[dict]) -> list[dict]:
         jct = m.get("jct_s") or {}
         hours = lambda v: None if v is None else v / 3600.0  # noqa: E731
         rate = m.get("lease_extension_rate")
-        rows.append({"policy": r["policy"], "seed": r["seed"], "rate": r["rate"], "num_jobs": r["num_jobs"],
-                     "status": r["status"], "avg_jct_h": hours(jct.get("mean")), "p50_jct_h": hours(jct.get("p50")),
-                     "p90_jct_h": hours(jct.get("p90")), "p99_jct_h": hours(jct.get("p99")),
-                     "makespan_h": hours(m.get("makespan_s")),
-                     "utilisation": (m.get("utilisation") or {}).get("all"),
-                     "lease_extension_pct": None if rate is None else 100 * rate,
-                     "rho_mean": (m.get("rho") or {}).get("mean"), "rho_p90": (m.get("rho") or {}).get("p90"),
-                     "resolves": m.get("resolves"), "wall_s": m.get("wall_s"), "reason": r.get("reason")})
+        rows.append(
+            {
+                "policy": r["policy"],
+                "seed": r["seed"],
+                "rate": r["rate"],
+                "num_jobs": r["num_jobs"],
+                "status": r["status"],
+                "avg_jct_h": hours(jct.get("mean")),
+                "p50_jct_h": hours(jct.get("p50")),
+                "p90_jct_h": hours(jct.get("p90")),
+                "p99_jct_h": hours(jct.get("p99")),
+                "makespan_h": hours(m.get("makespan_s")),
+                "utilisation": (m.get("utilisation") or {}).get("all"),
+                "lease_extension_pct": None if rate is None else 100 * rate,
+                "rho_mean": (m.get("rho") or {}).get("mean"),
+                "rho_p90": (m.get("rho") or {}).get("p90"),
+                "resolves": m.get("resolves"),
+                "wall_s": m.get("wall_s"),
+                "reason": r.get("reason"),
+            }
+        )
     return rows
 
 
@@ -296,6 +366,11 @@ def write_summary_csv(records: Iterable[dict], path: Path) -> None:
             w = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS, lineterminator="\n")
             w.writeheader()
             for row in rows:
-                w.writerow({k: "" if row[k] is None else (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
-                            for k in SUMMARY_COLUMNS})
+                w.writerow(
+                    {
+                        k: "" if row[k] is None else (f"{row[k]:.6g}" if isinstance(row[k], float) else row[k])
+                        for k in SUMMARY_COLUMNS
+                    }
+                )
+
     write_with(path, writer)

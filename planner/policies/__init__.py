@@ -1,8 +1,9 @@
 """Policy registry: name -> (factory, description). Names follow Gavel so results compare."""
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from planner.errors import InputError
 from planner.policies.allox import AlloX
@@ -47,63 +48,114 @@ def _compat(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
 
 def _ftf(**fixed) -> Callable[[PolicyOptions], Policy]:
     # bisection re-solves one model many times: dual simplex warm-starts, IPM cannot
-    return lambda o: FinishTimeFairness(method="simplex", aggregate=o.aggregate, gavel_compat=o.gavel_compat,
-                                        backend=o.lp_backend, **fixed)
+    return lambda o: FinishTimeFairness(
+        method="simplex", aggregate=o.aggregate, gavel_compat=o.gavel_compat, backend=o.lp_backend, **fixed
+    )
 
 
 def _water(**fixed) -> Callable[[PolicyOptions], Policy]:
-    return lambda o: WaterFilling(method=o.method, aggregate=o.aggregate, entity_weights=o.entity_weights,
-                                  entity_policies=dict(o.entity_policies), gavel_compat=o.gavel_compat, **fixed)
+    return lambda o: WaterFilling(
+        method=o.method,
+        aggregate=o.aggregate,
+        entity_weights=o.entity_weights,
+        entity_policies=dict(o.entity_policies),
+        gavel_compat=o.gavel_compat,
+        **fixed,
+    )
 
 
 # name -> (factory, what it optimises, inputs it needs beyond throughputs and cluster)
 REGISTRY: dict[str, tuple[Callable[[PolicyOptions], Policy], str, str]] = {
     "isolated": (lambda o: Isolated(), "equal 1/n share of every worker type", "-"),
     "proportional": (lambda o: Proportional(), "share of each type proportional to its size", "-"),
-    "max_min_fairness": (_las(perf_aware=False), "LAS, heterogeneity-agnostic: equalise GPU-time",
-                         "priority_weight"),
-    "max_min_fairness_perf": (_las(perf_aware=True),
-                              "LAS, heterogeneity-aware: equalise throughput vs. proportional share",
-                              "priority_weight"),
-    "max_min_fairness_packed": (_las(perf_aware=True, packed=True),
-                                "LAS with space sharing (co-located pairs)", "priority_weight, pair rows"),
-    "max_min_fairness_water_filling": (_water(perf_aware=False),
-                                       "unique max-min fair GPU-time shares (progressive filling)",
-                                       "priority_weight; entity + --entity-weights for multi-level"),
-    "max_min_fairness_water_filling_perf": (_water(perf_aware=True),
-                                            "unique max-min fair throughput shares (progressive filling)",
-                                            "priority_weight; entity + --entity-weights for multi-level"),
-    "max_min_fairness_water_filling_packed": (_water(perf_aware=True, packed=True),
-                                              "progressive filling with space sharing",
-                                              "pair rows; entity + --entity-weights for multi-level"),
-    "fifo": (lambda o: Fifo(perf_aware=False, seed=o.seed, gavel_compat=o.gavel_compat),
-             "first come first served, random free type", "arrival_s"),
+    "max_min_fairness": (_las(perf_aware=False), "LAS, heterogeneity-agnostic: equalise GPU-time", "priority_weight"),
+    "max_min_fairness_perf": (
+        _las(perf_aware=True),
+        "LAS, heterogeneity-aware: equalise throughput vs. proportional share",
+        "priority_weight",
+    ),
+    "max_min_fairness_packed": (
+        _las(perf_aware=True, packed=True),
+        "LAS with space sharing (co-located pairs)",
+        "priority_weight, pair rows",
+    ),
+    "max_min_fairness_water_filling": (
+        _water(perf_aware=False),
+        "unique max-min fair GPU-time shares (progressive filling)",
+        "priority_weight; entity + --entity-weights for multi-level",
+    ),
+    "max_min_fairness_water_filling_perf": (
+        _water(perf_aware=True),
+        "unique max-min fair throughput shares (progressive filling)",
+        "priority_weight; entity + --entity-weights for multi-level",
+    ),
+    "max_min_fairness_water_filling_packed": (
+        _water(perf_aware=True, packed=True),
+        "progressive filling with space sharing",
+        "pair rows; entity + --entity-weights for multi-level",
+    ),
+    "fifo": (
+        lambda o: Fifo(perf_aware=False, seed=o.seed, gavel_compat=o.gavel_compat),
+        "first come first served, random free type",
+        "arrival_s",
+    ),
     "fifo_perf": (lambda o: Fifo(perf_aware=True), "first come first served, fastest free type", "arrival_s"),
-    "fifo_packed": (lambda o: FifoPacked(), "fifo_perf, then queued jobs join running ones when packing pays",
-                    "arrival_s, pair rows"),
-    "finish_time_fairness": (_ftf(perf_aware=False), "Themis finish-time fairness, heterogeneity-agnostic",
-                             "steps left, arrival_s"),
-    "finish_time_fairness_perf": (_ftf(perf_aware=True), "minimise the worst finish-time ratio rho",
-                                  "steps left, arrival_s"),
-    "finish_time_fairness_packed": (_ftf(perf_aware=True, packed=True), "finish-time fairness with space sharing",
-                                    "steps left, arrival_s, pair rows"),
-    "min_total_duration": (_compat(MinTotalDuration, perf_aware=False), "makespan, heterogeneity-agnostic",
-                           "steps left"),
-    "min_total_duration_perf": (_compat(MinTotalDuration, perf_aware=True), "makespan: finish all jobs earliest",
-                                "steps left"),
-    "min_total_duration_packed": (_compat(MinTotalDuration, perf_aware=True, packed=True),
-                                  "makespan with space sharing", "steps left, pair rows"),
+    "fifo_packed": (
+        lambda o: FifoPacked(),
+        "fifo_perf, then queued jobs join running ones when packing pays",
+        "arrival_s, pair rows",
+    ),
+    "finish_time_fairness": (
+        _ftf(perf_aware=False),
+        "Themis finish-time fairness, heterogeneity-agnostic",
+        "steps left, arrival_s",
+    ),
+    "finish_time_fairness_perf": (
+        _ftf(perf_aware=True),
+        "minimise the worst finish-time ratio rho",
+        "steps left, arrival_s",
+    ),
+    "finish_time_fairness_packed": (
+        _ftf(perf_aware=True, packed=True),
+        "finish-time fairness with space sharing",
+        "steps left, arrival_s, pair rows",
+    ),
+    "min_total_duration": (
+        _compat(MinTotalDuration, perf_aware=False),
+        "makespan, heterogeneity-agnostic",
+        "steps left",
+    ),
+    "min_total_duration_perf": (
+        _compat(MinTotalDuration, perf_aware=True),
+        "makespan: finish all jobs earliest",
+        "steps left",
+    ),
+    "min_total_duration_packed": (
+        _compat(MinTotalDuration, perf_aware=True, packed=True),
+        "makespan with space sharing",
+        "steps left, pair rows",
+    ),
     "max_sum_throughput_perf": (_lp(MaxSumThroughput), "maximise total steps/s", "-"),
-    "max_sum_throughput_normalized_by_cost_perf": (_lp(MaxSumThroughput, cost_normalized=True),
-                                                   "maximise steps per dollar", "cost_per_gpu_hour"),
+    "max_sum_throughput_normalized_by_cost_perf": (
+        _lp(MaxSumThroughput, cost_normalized=True),
+        "maximise steps per dollar",
+        "cost_per_gpu_hour",
+    ),
     "max_sum_throughput_normalized_by_cost_perf_SLOs": (
         _lp(MaxSumThroughput, cost_normalized=True, slos=True),
-        "steps per dollar, keeping each job's deadline (dropped if infeasible)", "cost_per_gpu_hour, slo_s"),
+        "steps per dollar, keeping each job's deadline (dropped if infeasible)",
+        "cost_per_gpu_hour, slo_s",
+    ),
     "max_sum_throughput_normalized_by_cost_packed_SLOs": (
         _lp(MaxSumThroughput, cost_normalized=True, slos=True, packed=True),
-        "steps per dollar with space sharing and deadlines", "cost_per_gpu_hour, slo_s, pair rows"),
-    "allox": (lambda o: AlloX(alpha=o.allox_alpha), "AlloX: min sum of completion times by matching",
-              "steps left; single-GPU jobs"),
+        "steps per dollar with space sharing and deadlines",
+        "cost_per_gpu_hour, slo_s, pair rows",
+    ),
+    "allox": (
+        lambda o: AlloX(alpha=o.allox_alpha),
+        "AlloX: min sum of completion times by matching",
+        "steps left; single-GPU jobs",
+    ),
     "gandiva": (lambda o: Gandiva(seed=o.seed), "Gandiva: equal shares, random packing under load", "pair rows"),
 }
 
@@ -128,8 +180,9 @@ def make_policy(name: str, options: PolicyOptions | None = None, **overrides) ->
     if overrides:
         options = PolicyOptions(**{**options.__dict__, **overrides})
     if options.lp_backend not in LP_BACKENDS:
-        raise InputError(f"unknown LP backend {options.lp_backend!r}; choose one of: {', '.join(LP_BACKENDS)}",
-                         field="lp_backend")
+        raise InputError(
+            f"unknown LP backend {options.lp_backend!r}; choose one of: {', '.join(LP_BACKENDS)}", field="lp_backend"
+        )
     return REGISTRY[name][0](options)
 
 

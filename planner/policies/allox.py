@@ -7,11 +7,10 @@ LP whose optimum is integral (totally unimodular), solved with HiGHS. The
 job first in line on each GPU runs (x = 1 on that GPU's type) until it
 finishes; the rest wait for the next re-solve. Single-GPU jobs only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import time
 
 import numpy as np
 
@@ -40,8 +39,11 @@ class AlloX:
             return empty_allocation(problem)
         too_big = [jid for jid, s in zip(problem.job_ids, problem.scale) if s != 1]
         if too_big:
-            raise InputError(f"allox schedules single-GPU jobs only; job {too_big[0]!r} needs "
-                             f"{int(problem.scale[problem.job_ids.index(too_big[0])])} GPUs", field="scale_factor")
+            raise InputError(
+                f"allox schedules single-GPU jobs only; job {too_big[0]!r} needs "
+                f"{int(problem.scale[problem.job_ids.index(too_big[0])])} GPUs",
+                field="scale_factor",
+            )
         n, m = problem.throughput.shape
         x = np.zeros((n, m))
         free = problem.capacity.astype(int).copy()
@@ -53,9 +55,10 @@ class AlloX:
                 free[j] -= 1
                 kept[jid] = j
         workers = [j for j in range(m) for _ in range(free[j])]
-        candidates = sorted((i for i in range(n) if problem.job_ids[i] not in kept),
-                            key=lambda i: -problem.time_since_start[i])
-        candidates = candidates[:max(int(self.alpha * len(candidates)), len(workers))]
+        candidates = sorted(
+            (i for i in range(n) if problem.job_ids[i] not in kept), key=lambda i: -problem.time_since_start[i]
+        )
+        candidates = candidates[: max(int(self.alpha * len(candidates)), len(workers))]
         solve_s = 0.0
         if candidates and workers:
             first, solve_s = _first_in_line(problem, candidates, workers)
@@ -98,10 +101,17 @@ def _first_in_line(problem: Problem, candidates: list[int], workers: list[int]) 
     start = np.zeros(len(lengths) + 1, dtype=np.int32)
     np.cumsum(lengths, out=start[1:])
     rows = len(candidates) + len(slots_in_order)
-    lp = MatrixLP(cost=cost.astype(float), lower=np.zeros(n), upper=np.ones(n), row_start=start,
-                  row_index=np.concatenate((np.arange(n), by_slot)).astype(np.int32), row_value=np.ones(2 * n),
-                  row_lower=np.concatenate((np.ones(len(candidates)), np.full(len(slots_in_order), -INF))),
-                  row_upper=np.ones(rows), maximize=False)
+    lp = MatrixLP(
+        cost=cost.astype(float),
+        lower=np.zeros(n),
+        upper=np.ones(n),
+        row_start=start,
+        row_index=np.concatenate((np.arange(n), by_slot)).astype(np.int32),
+        row_value=np.ones(2 * n),
+        row_lower=np.concatenate((np.ones(len(candidates)), np.full(len(slots_in_order), -INF))),
+        row_upper=np.ones(rows),
+        maximize=False,
+    )
     y, _, elapsed = solve_matrix(lp, method="simplex", policy="allox", options={"solver": "simplex"})
     best: dict[int, tuple[int, int]] = {}  # GPU -> (position from last, candidate)
     for a, k, g, value in zip(arc_job.tolist(), arc_k.tolist(), arc_gpu.tolist(), y.tolist()):

@@ -1,4 +1,5 @@
 """What every policy returns, and the interface the mechanism calls."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,8 @@ class Allocation:
 
 class Policy(Protocol):
     name: str
-    perf_aware: bool   # False: blind to heterogeneity (treats all types alike)
-    fifo: bool         # mechanism never runs entries with priority <= 0
+    perf_aware: bool  # False: blind to heterogeneity (treats all types alike)
+    fifo: bool  # mechanism never runs entries with priority <= 0
 
     def allocate(self, problem: Problem) -> Allocation: ...
 

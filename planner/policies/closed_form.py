@@ -1,4 +1,5 @@
 """Policies with a formula instead of an optimisation: isolated and proportional."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

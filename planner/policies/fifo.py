@@ -7,6 +7,7 @@ the drawn type is the one used. `gavel_compat` replays Gavel's FIFO base
 state machine instead (`_gavel_base`).
 Strict FIFO: the first job that fits nowhere blocks the queue.
 """
+
 from __future__ import annotations
 
 import random
@@ -26,7 +27,7 @@ class Fifo:
     fifo: bool = True
     _previous: dict[str, int] = field(default_factory=dict, repr=False)
     _gavel: dict[str, int] = field(default_factory=dict, repr=False)  # Gavel's job -> type memory
-    _rank: dict[str, int] = field(default_factory=dict, repr=False)   # arrival rank (Gavel sorts by id)
+    _rank: dict[str, int] = field(default_factory=dict, repr=False)  # arrival rank (Gavel sorts by id)
 
     def __post_init__(self):
         self._rng = random.Random(self.seed)
@@ -139,6 +140,7 @@ class FifoPacked:
             return empty_allocation(problem)
         if problem.table is None:
             from planner.errors import InputError
+
             raise InputError("fifo_packed needs the throughput table for co-located pairs", field="partner_model")
         base = Fifo(perf_aware=True).allocate(problem)
         x = base.x.copy()

@@ -13,6 +13,7 @@ previous basis). The answer is the allocation at the smallest feasible t.
 The per-job history H_i, R_i and iso_i of the previous call lives in the
 policy object (`get_state` / `set_state` for next-round planning).
 """
+
 from __future__ import annotations
 
 import time
@@ -25,8 +26,8 @@ from planner.policies.base import Allocation, empty_allocation
 from planner.policies.closed_form import isolated_allocation
 from planner.policies.lp import Classes
 from planner.policies.matrix_lp import INF, allocation_rows, load_matrix, run_loaded
-from planner.policies.space import build_space, read_allocation, space_classes
 from planner.policies.problem import Problem
+from planner.policies.space import build_space, read_allocation, space_classes
 
 RELATIVE_GAP = 1e-6
 
@@ -41,7 +42,7 @@ def agnostic_throughput(problem: Problem, gavel_compat: bool = False) -> np.ndar
     runnable = tput > 0
     if gavel_compat:
         ref = problem.worker_types.index("v100") if "v100" in problem.worker_types else 0
-        return np.repeat(tput[:, ref:ref + 1], tput.shape[1], axis=1)
+        return np.repeat(tput[:, ref : ref + 1], tput.shape[1], axis=1)
     weights = np.where(runnable, problem.capacity[None, :], 0.0)
     mean = (tput * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-300)
     return np.where(runnable, mean[:, None], 0.0)
@@ -97,17 +98,19 @@ class FinishTimeFairness:
         lo = float(np.max(since / c))
         hi = float(np.max(rho_iso))
         if self.backend == "highs" and not self.packed:
-            classes = space_classes(seen_problem, seen, problem.weight, remaining, since, held,
-                                    aggregate=self.aggregate)
+            classes = space_classes(
+                seen_problem, seen, problem.weight, remaining, since, held, aggregate=self.aggregate
+            )
             if (seen[classes.representative] > 0).any(axis=1).all():  # else: Pyomo's handling of empty rows
                 return self._bisect_direct(problem, seen, classes, remaining, since, c, lo, hi, x_iso, rho_iso)
-        lp, classes = build_space(seen_problem, seen, problem.weight, remaining, since, held,
-                                  packed=self.packed, aggregate=self.aggregate)
+        lp, classes = build_space(
+            seen_problem, seen, problem.weight, remaining, since, held, packed=self.packed, aggregate=self.aggregate
+        )
         rep = classes.representative
         model = lp.model
-        scale = float(np.max(seen)) or 1.0     # keep rows of order one
+        scale = float(np.max(seen)) or 1.0  # keep rows of order one
         model.need = pyo.Param(range(classes.n), mutable=True, initialize=0.0)
-        for k, i in enumerate(rep):
+        for k in range(len(rep)):
             model.extra.add(lp.throughput_expr(k, 1.0 / scale) >= model.need[k])
         lp.set_objective(0.0 * model.x[0] if len(lp.cells) else 0.0, sense=pyo.minimize)
 
@@ -118,14 +121,25 @@ class FinishTimeFairness:
 
         best, hi, total_s, probes = bisect(feasible, lo, hi)
         if best is None:  # isolated is always feasible; only numerical trouble lands here
-            return Allocation(x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated",
-                              info={"probes": probes})
+            return Allocation(
+                x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated", info={"probes": probes}
+            )
         x = best[0]
         return read_allocation(lp, classes, problem, x, hi, total_s, self.method, probes=probes)
 
-    def _bisect_direct(self, problem: Problem, seen: np.ndarray, classes: Classes, remaining: np.ndarray,
-                       since: np.ndarray, c: np.ndarray, lo: float, hi: float, x_iso: np.ndarray,
-                       rho_iso: np.ndarray) -> Allocation:
+    def _bisect_direct(
+        self,
+        problem: Problem,
+        seen: np.ndarray,
+        classes: Classes,
+        remaining: np.ndarray,
+        since: np.ndarray,
+        c: np.ndarray,
+        lo: float,
+        hi: float,
+        x_iso: np.ndarray,
+        rho_iso: np.ndarray,
+    ) -> Allocation:
         """`allocate`'s bisection on the LP as a matrix (the Pyomo model's rows and columns, in its
         order): one HiGHS model per call, each probe changes the need rows' lower bounds and
         re-solves from the previous basis, as the persistent Pyomo model did."""
@@ -133,13 +147,22 @@ class FinishTimeFairness:
         rep = classes.representative
         tput = seen[rep]
         base = allocation_rows(tput, problem.scale[rep] * classes.multiplicity, problem.capacity)
-        scale = float(np.max(seen)) or 1.0     # keep rows of order one
+        scale = float(np.max(seen)) or 1.0  # keep rows of order one
         k, n = len(rep), base.n_cols
         # need rows: Σ_j T[c, j] / scale · x[c, j] >= need_c (lower bound), columns class by class
         c_of, typ_of = base.cls[base.by_class], base.typ[base.by_class]
         weights = tput[c_of, typ_of] * (1.0 / scale)
-        lp = base.with_rows(base.by_class, weights, base.per_class, np.zeros(k), np.full(k, INF),
-                            cost=np.zeros(n), col_lower=np.zeros(n), col_upper=np.ones(n), maximize=False)
+        lp = base.with_rows(
+            base.by_class,
+            weights,
+            base.per_class,
+            np.zeros(k),
+            np.full(k, INF),
+            cost=np.zeros(n),
+            col_lower=np.zeros(n),
+            col_upper=np.ones(n),
+            maximize=False,
+        )
         first_need_row = len(base.lengths)
         need_rows = np.arange(first_need_row, first_need_row + k, dtype=np.int32)
         build_s = time.perf_counter() - started
@@ -164,14 +187,24 @@ class FinishTimeFairness:
 
         best, hi, total_s, probes = bisect(feasible, lo, hi)
         if best is None:  # isolated is always feasible; only numerical trouble lands here
-            return Allocation(x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated",
-                              info={"probes": probes})
-        return Allocation(best[0][classes.index], objective=hi, status="optimal", solver=f"highs-{self.method}",
-                          build_s=build_s, solve_s=total_s, n_classes=classes.n, info={"probes": probes})
+            return Allocation(
+                x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated", info={"probes": probes}
+            )
+        return Allocation(
+            best[0][classes.index],
+            objective=hi,
+            status="optimal",
+            solver=f"highs-{self.method}",
+            build_s=build_s,
+            solve_s=total_s,
+            n_classes=classes.n,
+            info={"probes": probes},
+        )
 
 
-def needed_rates(t: float, rep: np.ndarray, remaining: np.ndarray, since: np.ndarray, c: np.ndarray,
-                 scale: float) -> list[float]:
+def needed_rates(
+    t: float, rep: np.ndarray, remaining: np.ndarray, since: np.ndarray, c: np.ndarray, scale: float
+) -> list[float]:
     """Per class, the throughput (over `scale`) that keeps ρ <= t: y >= R / (t c - a);
     1e30 (infeasible) where even finishing now would exceed t."""
     return [float(remaining[i] / (t * c[i] - since[i]) / scale) if t * c[i] > since[i] else 1e30 for i in rep]

@@ -8,6 +8,7 @@ Gavel summed that measure over *all* types and only ever dissolved pairs
 with a zero somewhere (spec §13.3 bug 9); here it is averaged over the types
 where the pair runs.
 """
+
 from __future__ import annotations
 
 import random

@@ -11,6 +11,7 @@ interchangeable in these convex problems: averaging an optimal solution over
 permutations of a class gives one where all members share x, so one variable
 per class with the class size as multiplicity has the same optimum.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,9 +37,9 @@ METHODS = LP_METHODS + ("mip", "mip-no-presolve")  # the mip ones: HiGHS branch 
 class Classes:
     """Rows of the LP: `members[c]` are the job indices of class c."""
 
-    index: np.ndarray          # (n,) class of each job
+    index: np.ndarray  # (n,) class of each job
     representative: np.ndarray  # (k,) one job index per class
-    multiplicity: np.ndarray    # (k,) class sizes
+    multiplicity: np.ndarray  # (k,) class sizes
 
     @property
     def n(self) -> int:
@@ -68,8 +69,12 @@ def highs_options(method: str) -> dict:
     """HiGHS options for `method`; shared by the Pyomo route and the direct one (matrix_lp)."""
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
-    options = {"solver": method, "primal_feasibility_tolerance": 1e-9,
-               "dual_feasibility_tolerance": 1e-9, "mip_rel_gap": 1e-9}
+    options = {
+        "solver": method,
+        "primal_feasibility_tolerance": 1e-9,
+        "dual_feasibility_tolerance": 1e-9,
+        "mip_rel_gap": 1e-9,
+    }
     if method == "ipm":
         options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
     if method.startswith("mip"):
@@ -83,8 +88,9 @@ def highs_options(method: str) -> dict:
 
 
 class AllocationLP:
-    def __init__(self, throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray,
-                 multiplicity: np.ndarray | None = None):
+    def __init__(
+        self, throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, multiplicity: np.ndarray | None = None
+    ):
         started = time.perf_counter()
         self.k, self.m = throughput.shape
         self.runnable = throughput > 0
@@ -101,8 +107,11 @@ class AllocationLP:
         self.time_row: dict[int, int] = {}
         with PauseGC():
             for j in range(self.m):
-                terms = [float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
-                         for c in range(self.k) if self.runnable[c, j]]
+                terms = [
+                    float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
+                    for c in range(self.k)
+                    if self.runnable[c, j]
+                ]
                 if terms:
                     model.capacity.add(pyo.quicksum(terms) <= float(capacity[j]))
                     self.capacity_row[j] = len(model.capacity)
@@ -118,8 +127,9 @@ class AllocationLP:
     def _build_extra(self, model, throughput, scale, capacity, mult) -> None:
         """Hook for subclasses that add variables (space sharing)."""
 
-    def throughput_expr(self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None,
-                        per_type_shared: np.ndarray | None = None):
+    def throughput_expr(
+        self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None, per_type_shared: np.ndarray | None = None
+    ):
         """factor · (effective throughput of row c), each type's part optionally
         scaled by per_type[j] (solo) / per_type_shared[j] (co-located time)."""
         weights = self.throughput[c] * factor
@@ -129,8 +139,11 @@ class AllocationLP:
 
     def weighted_sum(self, c: int, coefficients: np.ndarray):
         """Σ_j coefficients[j] · x[c, j] over the types row c can use."""
-        terms = [float(coefficients[j]) * self.model.x[self.cell_of[(c, j)]]
-                 for j in range(self.m) if self.runnable[c, j] and coefficients[j] != 0]
+        terms = [
+            float(coefficients[j]) * self.model.x[self.cell_of[(c, j)]]
+            for j in range(self.m)
+            if self.runnable[c, j] and coefficients[j] != 0
+        ]
         return pyo.quicksum(terms) if terms else 0.0
 
     def set_objective(self, objective, sense=pyo.maximize) -> None:
@@ -162,8 +175,10 @@ class AllocationLP:
             raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
         solve_s = time.perf_counter() - started
         condition = results.termination_condition
-        if allow_infeasible and condition in (TerminationCondition.infeasible,
-                                              TerminationCondition.infeasibleOrUnbounded):
+        if allow_infeasible and condition in (
+            TerminationCondition.infeasible,
+            TerminationCondition.infeasibleOrUnbounded,
+        ):
             return None
         if condition != TerminationCondition.optimal:
             raise SolverError(f"{policy}: HiGHS ended '{condition.name}', not optimal; no allocation was produced")
@@ -179,8 +194,9 @@ class AllocationLP:
         values = self.results.solution_loader.get_duals(cons_to_load=list(constraints))
         return [abs(values[c]) for c in constraints]
 
-    def solve(self, objective, *, sense=pyo.maximize, method: str = DEFAULT_METHOD,
-              policy: str = "policy") -> tuple[np.ndarray, float, float]:
+    def solve(
+        self, objective, *, sense=pyo.maximize, method: str = DEFAULT_METHOD, policy: str = "policy"
+    ) -> tuple[np.ndarray, float, float]:
         """Set the objective and solve; return (x as (k, m), objective value, solve seconds)."""
         self.set_objective(objective, sense)
         return self.run(method=method, policy=policy)

@@ -4,6 +4,7 @@ Exact: with u = 1/H, maximise u s.t. y_i(x) >= R_i u for every job — one LP,
 H* = 1/u*. `gavel_compat` reproduces Gavel's bisection over H (ratio 1.05,
 windows [100, 1e6], [1e6, 1e7], ...) which stops within 5 % of H*.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ import pyomo.environ as pyo
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.finish_time_fairness import policy_view
 from planner.policies.lp import DEFAULT_METHOD
-from planner.policies.space import build_space, read_allocation
 from planner.policies.problem import Problem
+from planner.policies.space import build_space, read_allocation
 
 
 @dataclass
@@ -56,7 +57,7 @@ class MinTotalDuration:
     def _bisect(self, lp, classes, problem, remaining, r_max) -> Allocation:
         model = lp.model
         model.need = pyo.Param(range(classes.n), mutable=True, initialize=0.0)
-        for k, i in enumerate(classes.representative):
+        for k in range(len(classes.representative)):
             model.extra.add(lp.throughput_expr(k) >= model.need[k])
         lp.set_objective(0.0, sense=pyo.minimize)
         lo, hi, best, total, probes = 100.0, 1e6, None, 0.0, 0
@@ -76,5 +77,4 @@ class MinTotalDuration:
         if best is None:
             return Allocation(np.zeros((problem.n_jobs, len(problem.worker_types))), status="infeasible")
         (x, _, _), horizon = best
-        return read_allocation(lp, classes, problem, x, horizon, total, "simplex", makespan_s=horizon,
-                               probes=probes)
+        return read_allocation(lp, classes, problem, x, horizon, total, "simplex", makespan_s=horizon, probes=probes)

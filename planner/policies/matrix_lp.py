@@ -7,6 +7,7 @@ whose LP is a fixed matrix pattern (max-min fairness) can build it here with
 numpy instead; their Pyomo formulation stays as the reference, and tests
 check both reach the same optimum.
 """
+
 from __future__ import annotations
 
 import time
@@ -29,7 +30,7 @@ class MatrixLP:
     cost: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    row_start: np.ndarray   # (rows + 1,)
+    row_start: np.ndarray  # (rows + 1,)
     row_index: np.ndarray
     row_value: np.ndarray
     row_lower: np.ndarray
@@ -44,9 +45,9 @@ class AllocationRows:
     (they first appear in the capacity rows); capacity rows for types with a cell, then time
     rows for classes with one. Policies append their own rows (`with_rows`)."""
 
-    typ: np.ndarray        # column n is x[cls[n], typ[n]]
+    typ: np.ndarray  # column n is x[cls[n], typ[n]]
     cls: np.ndarray
-    by_class: np.ndarray   # the columns again, class by class (type order within)
+    by_class: np.ndarray  # the columns again, class by class (type order within)
     per_class: np.ndarray  # how many columns each class has
     index: np.ndarray
     value: np.ndarray
@@ -57,18 +58,34 @@ class AllocationRows:
     def n_cols(self) -> int:
         return len(self.cls)
 
-    def with_rows(self, index: np.ndarray, value: np.ndarray, lengths: np.ndarray, lower: np.ndarray,
-                  upper: np.ndarray, *, cost: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
-                  maximize: bool) -> MatrixLP:
+    def with_rows(
+        self,
+        index: np.ndarray,
+        value: np.ndarray,
+        lengths: np.ndarray,
+        lower: np.ndarray,
+        upper: np.ndarray,
+        *,
+        cost: np.ndarray,
+        col_lower: np.ndarray,
+        col_upper: np.ndarray,
+        maximize: bool,
+    ) -> MatrixLP:
         """The whole LP: these rows, then the given ones (over the same columns and any added)."""
         lengths = np.concatenate((self.lengths, lengths))
         start = np.zeros(len(lengths) + 1, dtype=np.int32)
         np.cumsum(lengths, out=start[1:])
-        return MatrixLP(cost=cost, lower=col_lower, upper=col_upper, row_start=start,
-                        row_index=np.concatenate((self.index, index)).astype(np.int32),
-                        row_value=np.concatenate((self.value, value)),
-                        row_lower=np.concatenate((np.full(len(self.lengths), -INF), lower)),
-                        row_upper=np.concatenate((self.upper, upper)).astype(float), maximize=maximize)
+        return MatrixLP(
+            cost=cost,
+            lower=col_lower,
+            upper=col_upper,
+            row_start=start,
+            row_index=np.concatenate((self.index, index)).astype(np.int32),
+            row_value=np.concatenate((self.value, value)),
+            row_lower=np.concatenate((np.full(len(self.lengths), -INF), lower)),
+            row_upper=np.concatenate((self.upper, upper)).astype(float),
+            maximize=maximize,
+        )
 
 
 def allocation_rows(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray) -> AllocationRows:
@@ -80,10 +97,15 @@ def allocation_rows(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarr
     per_type, per_class = np.bincount(typ, minlength=m), np.bincount(cls, minlength=k)
     by_class = np.lexsort((typ, cls))
     return AllocationRows(
-        typ=typ, cls=cls, by_class=by_class, per_class=per_class,
-        index=np.concatenate((np.arange(n), by_class)), value=np.concatenate((gpus[cls].astype(float), np.ones(n))),
+        typ=typ,
+        cls=cls,
+        by_class=by_class,
+        per_class=per_class,
+        index=np.concatenate((np.arange(n), by_class)),
+        value=np.concatenate((gpus[cls].astype(float), np.ones(n))),
         lengths=np.concatenate((per_type[per_type > 0], per_class[per_class > 0])),
-        upper=np.concatenate((capacity[per_type > 0], np.ones(np.count_nonzero(per_class)))))
+        upper=np.concatenate((capacity[per_type > 0], np.ones(np.count_nonzero(per_class)))),
+    )
 
 
 class RowBuilder:
@@ -123,9 +145,16 @@ class RowBuilder:
         column = self.column
         index = np.fromiter((column[v] for r in self.rows for v in r), dtype=np.int32, count=int(start[-1]))
         value = np.fromiter((c for r in self.rows for c in r.values()), dtype=float, count=int(start[-1]))
-        return MatrixLP(cost=cost, lower=lower, upper=upper, row_start=start, row_index=index, row_value=value,
-                        row_lower=np.array(self.row_lower, dtype=float),
-                        row_upper=np.array(self.row_upper, dtype=float))
+        return MatrixLP(
+            cost=cost,
+            lower=lower,
+            upper=upper,
+            row_start=start,
+            row_index=index,
+            row_value=value,
+            row_lower=np.array(self.row_lower, dtype=float),
+            row_upper=np.array(self.row_upper, dtype=float),
+        )
 
 
 _SOLVERS: dict[tuple, highspy.Highs] = {}
@@ -155,8 +184,7 @@ def load_matrix(lp: MatrixLP, *, method: str, policy: str, options: dict | None 
     model.sense_ = highspy.ObjSense.kMaximize if lp.maximize else highspy.ObjSense.kMinimize
     model.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     model.a_matrix_.num_col_, model.a_matrix_.num_row_ = model.num_col_, model.num_row_
-    model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = (
-        lp.row_start, lp.row_index, lp.row_value)
+    model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = (lp.row_start, lp.row_index, lp.row_value)
     solver = _solver(highs_options(method) if options is None else {**options, "output_flag": False})
     try:
         solver.passModel(model)
@@ -165,8 +193,9 @@ def load_matrix(lp: MatrixLP, *, method: str, policy: str, options: dict | None 
     return solver
 
 
-def run_loaded(solver: highspy.Highs, *, policy: str,
-               allow_infeasible: bool = False) -> tuple[np.ndarray, float] | None:
+def run_loaded(
+    solver: highspy.Highs, *, policy: str, allow_infeasible: bool = False
+) -> tuple[np.ndarray, float] | None:
     """Solve the loaded model: (values, objective), or None when infeasible and
     `allow_infeasible`; any other end but optimal raises SolverError."""
     try:
@@ -174,17 +203,21 @@ def run_loaded(solver: highspy.Highs, *, policy: str,
     except Exception as exc:  # solver crashed: report, never return a partial allocation
         raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
     status = solver.getModelStatus()
-    if allow_infeasible and status in (highspy.HighsModelStatus.kInfeasible,
-                                       highspy.HighsModelStatus.kUnboundedOrInfeasible):
+    if allow_infeasible and status in (
+        highspy.HighsModelStatus.kInfeasible,
+        highspy.HighsModelStatus.kUnboundedOrInfeasible,
+    ):
         return None
     if status != highspy.HighsModelStatus.kOptimal:
-        raise SolverError(f"{policy}: HiGHS ended '{solver.modelStatusToString(status)}', not optimal; "
-                          "no allocation was produced")
+        raise SolverError(
+            f"{policy}: HiGHS ended '{solver.modelStatusToString(status)}', not optimal; no allocation was produced"
+        )
     return np.asarray(solver.getSolution().col_value, dtype=float), float(solver.getInfo().objective_function_value)
 
 
-def solve_matrix(lp: MatrixLP, *, method: str, policy: str,
-                 options: dict | None = None) -> tuple[np.ndarray, float, float]:
+def solve_matrix(
+    lp: MatrixLP, *, method: str, policy: str, options: dict | None = None
+) -> tuple[np.ndarray, float, float]:
     """Solve with the same HiGHS options as the Pyomo route (`highs_options(method)`, or
     `options` where a policy sets its own); (values, objective, seconds).
     Anything but an optimal end raises SolverError."""

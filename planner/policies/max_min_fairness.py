@@ -7,6 +7,7 @@ to the proportional share, scaled by the GPU count (GPU·time is equalised)
 and divided by the weight. The agnostic variant sees T ≡ 1 wherever the job
 can run.
 """
+
 from __future__ import annotations
 
 import time
@@ -19,8 +20,8 @@ from planner.policies.base import Allocation, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD, make_classes
 from planner.policies.matrix_lp import INF, MatrixLP, allocation_rows, solve_matrix
 from planner.policies.packing_matrix import allocate_packed_max_min
-from planner.policies.space import build_space, read_allocation
 from planner.policies.problem import Problem
+from planner.policies.space import build_space, read_allocation
 
 
 def seen_throughput(problem: Problem, perf_aware: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -39,7 +40,6 @@ class MaxMinFairness:
     fifo: bool = False
     backend: str = "highs"  # "pyomo": the reference formulation; same LP, ~10-30x slower per solve
 
-
     @property
     def name(self) -> str:
         if self.packed:
@@ -53,8 +53,9 @@ class MaxMinFairness:
         factor = problem.scale / (problem.weight * prop)
         if self.backend == "highs":
             if self.packed:
-                return allocate_packed_max_min(problem, seen, factor, aggregate=self.aggregate,
-                                               method=self.method, policy=self.name)
+                return allocate_packed_max_min(
+                    problem, seen, factor, aggregate=self.aggregate, method=self.method, policy=self.name
+                )
             return self._allocate_direct(problem, seen, factor)
         lp, classes = build_space(problem, seen, problem.weight, packed=self.packed, aggregate=self.aggregate)
         model = lp.model
@@ -75,12 +76,18 @@ class MaxMinFairness:
         x = np.zeros(runnable.shape)
         typ, cls = np.nonzero(runnable.T)  # the column order of max_min_matrix
         x[cls, typ] = values[:-1]
-        return Allocation(np.clip(x, 0.0, 1.0)[classes.index], objective=objective, status="optimal",
-                          solver=f"highs-{self.method}", build_s=build_s, solve_s=solve_s, n_classes=classes.n)
+        return Allocation(
+            np.clip(x, 0.0, 1.0)[classes.index],
+            objective=objective,
+            status="optimal",
+            solver=f"highs-{self.method}",
+            build_s=build_s,
+            solve_s=solve_s,
+            n_classes=classes.n,
+        )
 
 
-def max_min_matrix(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray,
-                   factor: np.ndarray) -> MatrixLP:
+def max_min_matrix(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, factor: np.ndarray) -> MatrixLP:
     """The LP `allocate` builds in Pyomo, as a matrix, with rows and columns in the order
     Pyomo hands them to HiGHS (so interior-point answers agree): columns x[c, j] for the
     runnable cells by type, then class, then t; rows capacity (Σ_c gpus_c x[c, j] <= N_j,
@@ -96,6 +103,14 @@ def max_min_matrix(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarra
     fair_value = np.insert(-factor[c_of] * throughput[c_of, typ_of], first, 1.0)
     cost = np.zeros(t + 1)
     cost[t] = 1.0
-    return base.with_rows(fair_index, fair_value, base.per_class + 1, np.full(k, -INF), np.zeros(k), cost=cost,
-                          col_lower=np.append(np.zeros(t), -INF), col_upper=np.append(np.ones(t), INF),
-                          maximize=True)
+    return base.with_rows(
+        fair_index,
+        fair_value,
+        base.per_class + 1,
+        np.full(k, -INF),
+        np.zeros(k),
+        cost=cost,
+        col_lower=np.append(np.zeros(t), -INF),
+        col_upper=np.append(np.ones(t), INF),
+        maximize=True,
+    )

@@ -6,6 +6,7 @@ y_i >= R_i / D_i (D_i = seconds left to the deadline). If the SLOs cannot all
 be met the problem is re-solved without them and the allocation says so
 (`info["slo_dropped"]`), as Gavel does.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,8 @@ import numpy as np
 from planner.errors import InputError
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD
-from planner.policies.space import build_space, read_allocation
 from planner.policies.problem import Problem
+from planner.policies.space import build_space, read_allocation
 
 
 @dataclass
@@ -41,8 +42,10 @@ class MaxSumThroughput:
         if not self.cost_normalized:
             return np.ones(len(problem.worker_types))
         if problem.cost is None:
-            raise InputError(f"{self.name} needs cost_per_gpu_hour for every worker type in the cluster spec",
-                             field="cost_per_gpu_hour")
+            raise InputError(
+                f"{self.name} needs cost_per_gpu_hour for every worker type in the cluster spec",
+                field="cost_per_gpu_hour",
+            )
         return np.maximum(problem.cost, 1e-9)
 
     def allocate(self, problem: Problem) -> Allocation:
@@ -73,8 +76,11 @@ class MaxSumThroughput:
         for k, i in enumerate(rep):
             solo = 1.0 / (problem.scale[i] * price) if self.cost_normalized else np.ones(len(price))
             # a co-located job pays half of its GPUs' price
-            terms.append(lp.throughput_expr(k, classes.multiplicity[k] / unit, solo, 2.0 * solo
-                                            if self.cost_normalized else solo))
+            terms.append(
+                lp.throughput_expr(
+                    k, classes.multiplicity[k] / unit, solo, 2.0 * solo if self.cost_normalized else solo
+                )
+            )
         if deadline is not None:
             for k, i in enumerate(rep):
                 if deadline[i] > 0:

@@ -13,6 +13,7 @@ where the table has a positive co-located throughput for both members.
 `pair_allocation` turns the type-level answer back into job pairs for the
 mechanism: x_ab = z[a,j,B] z[b,j,A] / Σ_{a' of type A} z[a',j,B].
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -22,9 +23,8 @@ import numpy as np
 import pyomo.environ as pyo
 from pyomo.common.gc_manager import PauseGC
 
-from planner.policies.lp import AllocationLP
 from planner.formats.table import JobType, ThroughputTable
-
+from planner.policies.lp import AllocationLP
 
 Cell = tuple[int, int, int]  # (row c, worker type j, partner kind p): p indexes PairCells.kinds
 
@@ -34,13 +34,14 @@ class PairCells:
     """The pair variables of a packed LP: one per (row, type, partner job type) that can share a GPU."""
 
     cells: list[Cell]
-    coef: list[float]           # the row's own co-located throughput in each cell
-    kinds: list[JobType]        # the rows' distinct job types, in order of first appearance
-    kind_of: list[int]          # kinds index of each row's job type
+    coef: list[float]  # the row's own co-located throughput in each cell
+    kinds: list[JobType]  # the rows' distinct job types, in order of first appearance
+    kind_of: list[int]  # kinds index of each row's job type
 
 
-def pair_cells(throughput: np.ndarray, mult: np.ndarray, job_types: list[JobType], worker_types: list[str],
-               table: ThroughputTable) -> PairCells:
+def pair_cells(
+    throughput: np.ndarray, mult: np.ndarray, job_types: list[JobType], worker_types: list[str], table: ThroughputTable
+) -> PairCells:
     """Every (row, type, partner type) that can share a GPU, and the row's co-located throughput there:
     equal scale factors, both members positive in the table, and a job type pairs with itself
     only when it has two jobs or more."""
@@ -82,9 +83,16 @@ def group_pair_cells(pairs: PairCells):
 
 
 class PackedLP(AllocationLP):
-    def __init__(self, throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray,
-                 multiplicity: np.ndarray, job_types: list[JobType], worker_types: list[str],
-                 table: ThroughputTable):
+    def __init__(
+        self,
+        throughput: np.ndarray,
+        scale: np.ndarray,
+        capacity: np.ndarray,
+        multiplicity: np.ndarray,
+        job_types: list[JobType],
+        worker_types: list[str],
+        table: ThroughputTable,
+    ):
         self._packing = (job_types, worker_types, table)
         super().__init__(throughput, scale, capacity, multiplicity)
 
@@ -107,11 +115,15 @@ class PackedLP(AllocationLP):
                     model.packing.add(pyo.quicksum(own + [model.paired[n] for n in by_row[c]]) <= 1.0)
                     model.time[self.time_row[c]].deactivate()
             for j in range(m):
-                pair_terms = [0.5 * float(mult[c] * scale[c]) * model.paired[n]
-                              for n, (c, jj, _) in enumerate(cells) if jj == j]
+                pair_terms = [
+                    0.5 * float(mult[c] * scale[c]) * model.paired[n] for n, (c, jj, _) in enumerate(cells) if jj == j
+                ]
                 if pair_terms:
-                    solo = [float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
-                            for c in range(k) if self.runnable[c, j]]
+                    solo = [
+                        float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
+                        for c in range(k)
+                        if self.runnable[c, j]
+                    ]
                     model.packing.add(pyo.quicksum(solo + pair_terms) <= float(capacity[j]))
                     model.capacity[self.capacity_row[j]].deactivate()
             done = set()
@@ -134,22 +146,29 @@ class PackedLP(AllocationLP):
                     for n in cells_ab:  # partner type has no way back: no pairing
                         model.paired[n].fix(0.0)
 
-    def throughput_expr(self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None,
-                        per_type_shared: np.ndarray | None = None):
+    def throughput_expr(
+        self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None, per_type_shared: np.ndarray | None = None
+    ):
         solo = np.ones(self.m) if per_type is None else per_type
         shared = solo if per_type_shared is None else per_type_shared
-        terms = [float(self.throughput[c, j] * factor * solo[j]) * self.model.x[self.cell_of[(c, j)]]
-                 for j in range(self.m) if self.runnable[c, j]]
-        terms += [float(self.pair_coef[n] * factor * shared[self.pair_cells[n][1]]) * self.model.paired[n]
-                  for n in self.pairs_of_row.get(c, [])]
+        terms = [
+            float(self.throughput[c, j] * factor * solo[j]) * self.model.x[self.cell_of[(c, j)]]
+            for j in range(self.m)
+            if self.runnable[c, j]
+        ]
+        terms += [
+            float(self.pair_coef[n] * factor * shared[self.pair_cells[n][1]]) * self.model.paired[n]
+            for n in self.pairs_of_row.get(c, [])
+        ]
         return pyo.quicksum(terms) if terms else 0.0
 
     def pair_values(self) -> np.ndarray:
         return np.array([self.model.paired[n].value or 0.0 for n in range(len(self.pair_cells))])
 
 
-def pair_allocation(pairs: PairCells, m: int, z: np.ndarray, class_index: np.ndarray, job_ids: list[str],
-                    threshold: float = 1e-7) -> dict[tuple[str, str], np.ndarray]:
+def pair_allocation(
+    pairs: PairCells, m: int, z: np.ndarray, class_index: np.ndarray, job_ids: list[str], threshold: float = 1e-7
+) -> dict[tuple[str, str], np.ndarray]:
     """Job-pair time fractions from the type-level z (one per cell of `pairs`, m worker
     types): {(id_a, id_b): row over types}."""
     kinds, kind_of = pairs.kinds, pairs.kind_of
@@ -168,7 +187,7 @@ def pair_allocation(pairs: PairCells, m: int, z: np.ndarray, class_index: np.nda
             total = sum(v for _, v in own)
             # x_ab = z_a z_b / total, rescaled so each job's pairs add up to its z
             for p, (ia, za) in enumerate(own):
-                for ib, zb in own[p + 1:]:
+                for ib, zb in own[p + 1 :]:
                     value = za * zb / (total - (za + zb) / 2) if total > (za + zb) / 2 else 0.0
                     _add(pairs, job_ids[ia], job_ids[ib], j, value, m)
             continue

@@ -9,22 +9,31 @@ interior-point answer is the same point (tests compare both routes). Through
 Pyomo a simulation spent ~100 ms per re-solve building this model; here it
 takes a few milliseconds.
 """
+
 from __future__ import annotations
 
 import time
+
 import numpy as np
 
+from planner.formats.table import JobType
 from planner.policies.base import Allocation
 from planner.policies.matrix_lp import INF, MatrixLP, RowBuilder, solve_matrix
 from planner.policies.packing import PairCells, group_pair_cells, pair_allocation, pair_cells
-from planner.policies.space import space_classes
 from planner.policies.problem import Problem
-from planner.formats.table import JobType
+from planner.policies.space import space_classes
 
 
-def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: np.ndarray, mult: np.ndarray,
-                          factor: np.ndarray, job_types: list[JobType], worker_types: list[str],
-                          table) -> tuple[MatrixLP, RowBuilder, PairCells]:
+def packed_max_min_matrix(
+    throughput: np.ndarray,
+    scale: np.ndarray,
+    capacity: np.ndarray,
+    mult: np.ndarray,
+    factor: np.ndarray,
+    job_types: list[JobType],
+    worker_types: list[str],
+    table,
+) -> tuple[MatrixLP, RowBuilder, PairCells]:
     k, m = throughput.shape
     pairs = pair_cells(throughput, mult, job_types, worker_types, table)
     cells, coef = pairs.cells, pairs.coef
@@ -87,14 +96,23 @@ def packed_max_min_matrix(throughput: np.ndarray, scale: np.ndarray, capacity: n
     return rows.matrix(bounds, {t: 1.0}), rows, pairs
 
 
-def allocate_packed_max_min(problem: Problem, seen: np.ndarray, factor: np.ndarray, *, aggregate: bool,
-                            method: str, policy: str) -> Allocation:
+def allocate_packed_max_min(
+    problem: Problem, seen: np.ndarray, factor: np.ndarray, *, aggregate: bool, method: str, policy: str
+) -> Allocation:
     started = time.perf_counter()
     classes = space_classes(problem, seen, problem.weight, packed=True, aggregate=aggregate)
     rep = classes.representative
     job_types = [problem.job_types[i] for i in rep]
-    lp, rows, pairs = packed_max_min_matrix(seen[rep], problem.scale[rep], problem.capacity, classes.multiplicity,
-                                            factor[rep], job_types, problem.worker_types, problem.table)
+    lp, rows, pairs = packed_max_min_matrix(
+        seen[rep],
+        problem.scale[rep],
+        problem.capacity,
+        classes.multiplicity,
+        factor[rep],
+        job_types,
+        problem.worker_types,
+        problem.table,
+    )
     build_s = time.perf_counter() - started
     values, objective, solve_s = solve_matrix(lp, method=method, policy=policy)
     k, m = seen[rep].shape
@@ -106,5 +124,13 @@ def allocate_packed_max_min(problem: Problem, seen: np.ndarray, factor: np.ndarr
         elif var < k * m + len(z):
             z[var - k * m] = values[col]
     pair_x = pair_allocation(pairs, m, z, classes.index, problem.job_ids)
-    return Allocation(np.clip(x, 0.0, 1.0)[classes.index], objective=objective, status="optimal",
-                      solver=f"highs-{method}", build_s=build_s, solve_s=solve_s, n_classes=classes.n, pair_x=pair_x)
+    return Allocation(
+        np.clip(x, 0.0, 1.0)[classes.index],
+        objective=objective,
+        status="optimal",
+        solver=f"highs-{method}",
+        build_s=build_s,
+        solve_s=solve_s,
+        n_classes=classes.n,
+        pair_x=pair_x,
+    )

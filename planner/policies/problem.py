@@ -1,4 +1,5 @@
 """The arrays every policy reads: jobs × worker types, built from validated inputs."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,16 +16,16 @@ class Problem:
     job_ids: list[str]
     job_types: list[JobType]
     worker_types: list[str]
-    capacity: np.ndarray          # (m,) GPUs per worker type
-    throughput: np.ndarray        # (n, m) steps/s of the whole job; 0 = cannot run there
-    scale: np.ndarray             # (n,) GPUs a job needs at once
-    weight: np.ndarray            # (n,) priority weights
-    remaining: np.ndarray         # (n,) steps left
+    capacity: np.ndarray  # (m,) GPUs per worker type
+    throughput: np.ndarray  # (n, m) steps/s of the whole job; 0 = cannot run there
+    scale: np.ndarray  # (n,) GPUs a job needs at once
+    weight: np.ndarray  # (n,) priority weights
+    remaining: np.ndarray  # (n,) steps left
     time_since_start: np.ndarray  # (n,) seconds since arrival
-    cost: np.ndarray | None = None             # (m,) price per GPU-hour, None if unknown
+    cost: np.ndarray | None = None  # (m,) price per GPU-hour, None if unknown
     entity: list[str | None] = field(default_factory=list)
-    slo_left_s: np.ndarray | None = None       # (n,) seconds to deadline, nan = no SLO
-    table: ThroughputTable | None = None       # for co-located (pair) throughputs
+    slo_left_s: np.ndarray | None = None  # (n,) seconds to deadline, nan = no SLO
+    table: ThroughputTable | None = None  # for co-located (pair) throughputs
 
     @property
     def n_jobs(self) -> int:
@@ -35,8 +36,14 @@ class Problem:
         return self.throughput @ self.capacity / self.capacity.sum()
 
 
-def build_problem(jobs: list[Job], table: ThroughputTable, cluster: Cluster, *, now: float = 0.0,
-                  remaining: dict[str, float] | None = None) -> Problem:
+def build_problem(
+    jobs: list[Job],
+    table: ThroughputTable,
+    cluster: Cluster,
+    *,
+    now: float = 0.0,
+    remaining: dict[str, float] | None = None,
+) -> Problem:
     names = cluster.names
     capacity = np.array([cluster.capacity(w) for w in names], dtype=float)
     rows: dict[JobType, list[float]] = {}  # one table lookup per job type, not per job
@@ -51,9 +58,17 @@ def build_problem(jobs: list[Job], table: ThroughputTable, cluster: Cluster, *, 
     left = np.array([(remaining or {}).get(j.job_id, j.remaining_steps) for j in jobs], dtype=float)
     slo = np.array([np.nan if j.slo_s is None else j.arrival_s + j.slo_s - now for j in jobs], dtype=float)
     return Problem(
-        job_ids=[j.job_id for j in jobs], job_types=[j.job_type for j in jobs], worker_types=names,
-        capacity=capacity, throughput=tput, scale=scale,
-        weight=np.array([j.priority_weight for j in jobs], dtype=float), remaining=left,
+        job_ids=[j.job_id for j in jobs],
+        job_types=[j.job_type for j in jobs],
+        worker_types=names,
+        capacity=capacity,
+        throughput=tput,
+        scale=scale,
+        weight=np.array([j.priority_weight for j in jobs], dtype=float),
+        remaining=left,
         time_since_start=np.array([max(0.0, now - j.arrival_s) for j in jobs], dtype=float),
         cost=None if any(c is None for c in costs) else np.array(costs, dtype=float),
-        entity=[j.entity for j in jobs], slo_left_s=slo, table=table)
+        entity=[j.entity for j in jobs],
+        slo_left_s=slo,
+        table=table,
+    )

@@ -16,6 +16,7 @@ policy inside it — `fairness` splits W_e over its unfrozen jobs by weight,
 `fifo` gives all of W_e to its oldest unfrozen job.
 Identical jobs share a class (same levels by symmetry of the unique answer).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,8 +27,8 @@ import pyomo.environ as pyo
 from planner.errors import InputError, SolverError
 from planner.policies.base import Allocation, empty_allocation
 from planner.policies.max_min_fairness import seen_throughput
-from planner.policies.space import build_space, read_allocation
 from planner.policies.problem import Problem
+from planner.policies.space import build_space, read_allocation
 
 SIGMA = 1.0001
 MAX_ITERATIONS = 200
@@ -41,7 +42,7 @@ class WaterFilling:
     packed: bool = False
     aggregate: bool = True
     method: str = "ipm"
-    entity_weights: dict[str, float] | None = None     # hierarchical when set
+    entity_weights: dict[str, float] | None = None  # hierarchical when set
     entity_policies: dict[str, str] = field(default_factory=dict)  # entity -> fairness | fifo
     gavel_compat: bool = False  # freeze test by Gavel's MILP instead of LP duals
     fifo: bool = False
@@ -58,15 +59,20 @@ class WaterFilling:
             return
         for i, entity in enumerate(problem.entity):
             if entity is None:
-                raise InputError(f"job {problem.job_ids[i]!r} has no entity; hierarchical fairness needs "
-                                 "an entity for every job", field="entity")
+                raise InputError(
+                    f"job {problem.job_ids[i]!r} has no entity; hierarchical fairness needs an entity for every job",
+                    field="entity",
+                )
             if entity not in self.entity_weights:
-                raise InputError(f"entity {entity!r} (job {problem.job_ids[i]!r}) has no weight in the "
-                                 "entity weights", field="entity")
+                raise InputError(
+                    f"entity {entity!r} (job {problem.job_ids[i]!r}) has no weight in the entity weights",
+                    field="entity",
+                )
         for entity, policy in self.entity_policies.items():
             if policy not in ("fairness", "fifo"):
-                raise InputError(f"entity {entity!r}: policy must be 'fairness' or 'fifo', got {policy!r}",
-                                 field="entity_policies")
+                raise InputError(
+                    f"entity {entity!r}: policy must be 'fairness' or 'fifo', got {policy!r}", field="entity_policies"
+                )
 
     def _weights(self, problem: Problem, frozen: np.ndarray) -> np.ndarray:
         """Effective weights w'_i of this iteration (0 for frozen jobs)."""
@@ -102,7 +108,7 @@ class WaterFilling:
             return empty_allocation(problem)
         self._check_entities(problem)
         seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
-        norm = 1.0 / prop                                   # n_i = y_i / prop_i
+        norm = 1.0 / prop  # n_i = y_i / prop_i
         n = problem.n_jobs
         frozen = np.zeros(n, dtype=bool)
         level = np.zeros(n)
@@ -118,8 +124,9 @@ class WaterFilling:
             active = (~frozen) & (weights > 0)
             if not active.any():
                 break
-            lp, classes = build_space(problem, seen, *keys, frozen.astype(float), packed=self.packed,
-                                      aggregate=self.aggregate)
+            lp, classes = build_space(
+                problem, seen, *keys, frozen.astype(float), packed=self.packed, aggregate=self.aggregate
+            )
             rep = classes.representative
             model = lp.model
             levels = [lp.throughput_expr(c, norm[i]) for c, i in enumerate(rep)]
@@ -188,9 +195,18 @@ class WaterFilling:
             if newly == 0:
                 break
         lp, classes, x = last
-        return read_allocation(lp, classes, problem, x, float(level.min()), total_solve, self.method,
-                               iterations=iterations, levels=level.tolist(),
-                               **({"stopped_early": stopped} if stopped else {}))
+        return read_allocation(
+            lp,
+            classes,
+            problem,
+            x,
+            float(level.min()),
+            total_solve,
+            self.method,
+            iterations=iterations,
+            levels=level.tolist(),
+            **({"stopped_early": stopped} if stopped else {}),
+        )
 
 
 def _big_m(lp, norm_rep: np.ndarray) -> float:

@@ -6,10 +6,11 @@
 * makespan vs number of jobs for static sweeps;
 * CDF of finish-time fairness rho.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,20 +52,22 @@ def _mean_by_load(records: Iterable[Mapping], value) -> dict[str, list[tuple[flo
         groups.setdefault(r["policy"], {}).setdefault(load, []).append(v)
     out = {}
     for policy, by_load in groups.items():
-        out[policy] = [(load, None if any(v is None for v in vs) else float(np.mean(vs)))
-                       for load, vs in sorted(by_load.items())]
+        out[policy] = [
+            (load, None if any(v is None for v in vs) else float(np.mean(vs))) for load, vs in sorted(by_load.items())
+        ]
     return out
 
 
-def plot_jct_vs_rate(records: Iterable[Mapping], stem: Path, *, title: str = "",
-                     formats: Sequence[str] = ("png",)) -> list[Path]:
+def plot_jct_vs_rate(
+    records: Iterable[Mapping], stem: Path, *, title: str = "", formats: Sequence[str] = ("png",)
+) -> list[Path]:
     plt = _pyplot()
     series = _mean_by_load(records, lambda r: r["metrics"]["jct_s"]["mean"] / 3600.0)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     top = max((v for pts in series.values() for _, v in pts if v is not None), default=1.0)
     for policy, pts in series.items():
         ok = [(x, y) for x, y in pts if y is not None]
-        line, = ax.plot([x for x, _ in ok], [y for _, y in ok], marker="o", ms=3.5, label=policy)
+        (line,) = ax.plot([x for x, _ in ok], [y for _, y in ok], marker="o", ms=3.5, label=policy)
         bad = [x for x, y in pts if y is None]
         if bad:  # saturated: the curve leaves the plot
             ax.plot(bad[:1], [top * 1.08], marker="x", ms=7, color=line.get_color(), ls="none")
@@ -85,8 +88,9 @@ def _finish(plt, fig, ax, stem: Path, formats: Sequence[str], title: str) -> lis
     return paths
 
 
-def plot_makespan_vs_jobs(records: Iterable[Mapping], stem: Path, *, title: str = "",
-                          formats: Sequence[str] = ("png",)) -> list[Path]:
+def plot_makespan_vs_jobs(
+    records: Iterable[Mapping], stem: Path, *, title: str = "", formats: Sequence[str] = ("png",)
+) -> list[Path]:
     plt = _pyplot()
     series = _mean_by_load(records, lambda r: r["metrics"]["makespan_s"] / 3600.0)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
@@ -99,8 +103,15 @@ def plot_makespan_vs_jobs(records: Iterable[Mapping], stem: Path, *, title: str 
     return _finish(plt, fig, ax, stem, formats, title)
 
 
-def plot_cdf(values_by_policy: Mapping[str, Sequence[float]], stem: Path, *, xlabel: str, title: str = "",
-             formats: Sequence[str] = ("png",), log_x: bool = False) -> list[Path]:
+def plot_cdf(
+    values_by_policy: Mapping[str, Sequence[float]],
+    stem: Path,
+    *,
+    xlabel: str,
+    title: str = "",
+    formats: Sequence[str] = ("png",),
+    log_x: bool = False,
+) -> list[Path]:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for policy, values in values_by_policy.items():

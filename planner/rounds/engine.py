@@ -6,29 +6,30 @@ n = min(floor(r·τ), steps left) steps; the round ends when its slowest job doe
 The policy is re-solved whenever the job set changes (arrival or completion),
 no more often than `min_resolve_interval_s` (Gavel used 1920 s).
 """
+
 from __future__ import annotations
 
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
-from planner.formats.cluster import Cluster
 from planner.errors import InputError
+from planner.formats.cluster import Cluster
 from planner.formats.jobs import Job
-from planner.rounds.mechanism import Key, Placement, RoundMechanism, visiting_order
+from planner.formats.table import ThroughputTable
 from planner.policies.base import Allocation, Policy
 from planner.policies.problem import build_problem
-from planner.formats.table import ThroughputTable
+from planner.rounds.mechanism import Key, Placement, RoundMechanism, visiting_order
 
 
 @dataclass
 class EngineConfig:
     round_s: float = 360.0
-    min_resolve_interval_s: float = 0.0   # Gavel: 1920 s between re-solves
+    min_resolve_interval_s: float = 0.0  # Gavel: 1920 s between re-solves
     max_rounds: int = 1_000_000
     # Worker-type visiting order: "fastest" (from the data), "spec" (cluster
     # spec order), "shuffle" (every round), "gavel" (shuffle for agnostic policies).
@@ -100,10 +101,16 @@ class Engine:
     co-located pair (packing policies).
     """
 
-    def __init__(self, table: ThroughputTable, cluster: Cluster, policy: Policy,
-                 config: EngineConfig | None = None, jobs: list[Job] = (),
-                 source: Callable[[float | None], list[Job]] | None = None,
-                 decision_table: ThroughputTable | None = None):
+    def __init__(
+        self,
+        table: ThroughputTable,
+        cluster: Cluster,
+        policy: Policy,
+        config: EngineConfig | None = None,
+        jobs: list[Job] = (),
+        source: Callable[[float | None], list[Job]] | None = None,
+        decision_table: ThroughputTable | None = None,
+    ):
         """`source(t)`, if given, is asked for new jobs before every admission at time t
         (None before the first job): it must return every not yet submitted job arriving
         at or before t, plus the next later one when there is one (lazy, endless traces).
@@ -189,8 +196,7 @@ class Engine:
         mech, t = self.mech, self.t
         mech.reset(t)
         current = list(self.active.values())
-        remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done
-                     for jid in self.active}
+        remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done for jid in self.active}
         problem = build_problem(current, self.decision_table, self.cluster, now=t, remaining=remaining)
         allocation = self.policy.allocate(problem)
         alloc = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
@@ -226,8 +232,11 @@ class Engine:
             if not self.active and not compat:
                 self.t = self.pending[0].arrival_s
                 continue
-            interval_ok = (mech.last_reset is None or (compat and mech.last_reset == 0)
-                           or self.t - mech.last_reset >= config.min_resolve_interval_s)
+            interval_ok = (
+                mech.last_reset is None
+                or (compat and mech.last_reset == 0)
+                or self.t - mech.last_reset >= config.min_resolve_interval_s
+            )
             if self.need_update and interval_ok:
                 self._resolve()
             # Per-entry caches, filled for new entries only (a set difference, not a loop over all).
@@ -246,8 +255,10 @@ class Engine:
             if compat and self.need_update and mech.last_reset != 0:
                 mech.last_reset = 0.0  # Gavel forces a reset when nothing runs and no job is queued
                 continue
-            raise InputError("no remaining job can be placed on the cluster "
-                             f"({', '.join(sorted(self.active))}); check the policy and the job sizes")
+            raise InputError(
+                "no remaining job can be placed on the cluster "
+                f"({', '.join(sorted(self.active))}); check the policy and the job sizes"
+            )
 
     def _execute(self, placements: list[Placement]) -> RoundRecord:
         t, tau = self.t, self.config.round_s
@@ -313,14 +324,26 @@ class Engine:
         return self.result(time.perf_counter() - started)
 
     def result(self, wall_s: float = 0.0) -> EngineResult:
-        makespan = max((o.finish_s for o in self.outcomes.values() if o.finish_s is not None),
-                       default=self.t or 0.0)
-        return EngineResult(self.rounds, self.outcomes, self.solves, self.busy, makespan, self.types,
-                            {w: self.cluster.capacity(w) for w in self.types}, wall_s)
+        makespan = max((o.finish_s for o in self.outcomes.values() if o.finish_s is not None), default=self.t or 0.0)
+        return EngineResult(
+            self.rounds,
+            self.outcomes,
+            self.solves,
+            self.busy,
+            makespan,
+            self.types,
+            {w: self.cluster.capacity(w) for w in self.types},
+            wall_s,
+        )
 
 
-def run_engine(jobs: list[Job], table: ThroughputTable, cluster: Cluster, policy: Policy,
-               config: EngineConfig | None = None,
-               on_round: Callable[[RoundRecord, int, int], None] | None = None) -> EngineResult:
+def run_engine(
+    jobs: list[Job],
+    table: ThroughputTable,
+    cluster: Cluster,
+    policy: Policy,
+    config: EngineConfig | None = None,
+    on_round: Callable[[RoundRecord, int, int], None] | None = None,
+) -> EngineResult:
     """Run until every job finished (or `config.max_rounds`); `on_round(rec, done, total)` reports progress."""
     return Engine(table, cluster, policy, config, jobs).run(on_round)

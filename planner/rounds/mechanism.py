@@ -8,10 +8,11 @@ the data (fastest first), then entries are placed onto GPUs of concrete nodes:
 largest gangs first, a job keeps last round's GPUs when they are still free
 (lease extension), a new gang goes to the fullest node that still fits it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class RoundMechanism:
         self.m = len(self.types)
         self.round_s = round_s
         self.alloc: dict[Key, np.ndarray] = {}
-        self.job_time: dict[Key, np.ndarray] = {}   # insertion order = arrival order (tie-break)
+        self.job_time: dict[Key, np.ndarray] = {}  # insertion order = arrival order (tie-break)
         self.deficit: dict[Key, np.ndarray] = {}
         self.worker_time = np.zeros(self.m)
         self.last_reset: float | None = None
@@ -111,8 +112,9 @@ class RoundMechanism:
         prio = self._matrices(keys, runnable)[0]
         return {k: prio[i] for i, k in enumerate(keys)}
 
-    def select(self, order: Sequence[int], scale: Mapping[Key, int], runnable: Mapping[Key, np.ndarray],
-               *, fifo: bool = False) -> list[tuple[Key, int]]:
+    def select(
+        self, order: Sequence[int], scale: Mapping[Key, int], runnable: Mapping[Key, np.ndarray], *, fifo: bool = False
+    ) -> list[tuple[Key, int]]:
         """Greedy fill (§5.4): per type in `order`, entries by (priority, deficit, allocation)."""
         keys = list(self.job_time)
         prio, deficit, alloc, ok = self._matrices(keys, runnable)
@@ -147,8 +149,9 @@ class RoundMechanism:
         return [self.cluster.worker_types[w].gpus for w in self.types]
 
     # placement -----------------------------------------------------------
-    def place(self, chosen: Sequence[tuple[Key, int]], scale: Mapping[Key, int], *,
-              allocated_only: bool = False) -> list[Placement]:
+    def place(
+        self, chosen: Sequence[tuple[Key, int]], scale: Mapping[Key, int], *, allocated_only: bool = False
+    ) -> list[Placement]:
         """GPUs for the chosen entries; `allocated_only` (Gavel) never newly places one
         that is missing from the current allocation."""
         placements: list[Placement] = []
