@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
 from planner.policies.problem import Problem
 
@@ -66,7 +66,7 @@ class AlloX:
                 x[i, j] = 1.0
                 kept[problem.job_ids[i]] = j
         self.running = kept
-        return Allocation(x, status="optimal", solver="highs-assignment", solve_s=solve_s)
+        return Allocation(x, status=Status.OPTIMAL, solver="highs-assignment", solve_s=solve_s)
 
 
 def _first_in_line(problem: Problem, candidates: list[int], workers: list[int]) -> tuple[dict[int, int], float]:

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from planner.policies.problem import Problem
+
+
+class Status(StrEnum):
+    """How an allocation was obtained; written verbatim into schedules and state files."""
+
+    CLOSED_FORM = "closed-form"
+    OPTIMAL = "optimal"
+    NO_JOBS = "no jobs"
+    INFEASIBLE = "infeasible"
+    FALLBACK_ISOLATED = "fallback: isolated"
+    SLOS_DROPPED = "optimal (SLOs infeasible, dropped)"
+    RESTORED = "restored"
 
 
 @dataclass
@@ -16,7 +29,7 @@ class Allocation:
 
     x: np.ndarray
     objective: float | None = None
-    status: str = "closed-form"
+    status: Status = Status.CLOSED_FORM
     solver: str | None = None
     build_s: float = 0.0
     solve_s: float = 0.0
@@ -34,5 +47,19 @@ class Policy(Protocol):
     def allocate(self, problem: Problem) -> Allocation: ...
 
 
+@runtime_checkable
+class Stateful(Protocol):
+    """A policy that remembers something between calls (history, random stream, partners).
+
+    Next-round mode saves `get_state()` in the state file and hands it back through
+    `set_state()`, so K single-round calls equal one K-round plan. The state must be
+    JSON-encodable with planner's state encoder (tuples, dict keys of tuples, random streams).
+    """
+
+    def get_state(self) -> dict[str, Any]: ...
+
+    def set_state(self, state: dict[str, Any]) -> None: ...
+
+
 def empty_allocation(problem: Problem) -> Allocation:
-    return Allocation(np.zeros((problem.n_jobs, len(problem.worker_types))), status="no jobs")
+    return Allocation(np.zeros((problem.n_jobs, len(problem.worker_types))), status=Status.NO_JOBS)

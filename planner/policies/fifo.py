@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.problem import Problem
 
 
@@ -73,7 +73,7 @@ class Fifo:
             placed.add(i)
         if not self.perf_aware:
             self._previous = {problem.job_ids[i]: int(np.argmax(x[i])) for i in placed}
-        return Allocation(x, status="closed-form")
+        return Allocation(x, status=Status.CLOSED_FORM)
 
     def _gavel_base(self, problem: Problem, order: list[int]) -> Allocation:
         """Gavel HEAD's FIFO base mode, call for call (spec §4.4 [HEAD], §13.3 bug 1).
@@ -119,7 +119,7 @@ class Fifo:
         x = np.zeros((n, m))
         for job_id, j in self._gavel.items():
             x[index[job_id], j] = 1.0
-        return Allocation(x, status="closed-form")
+        return Allocation(x, status=Status.CLOSED_FORM)
 
 
 PACKING_THRESHOLD = 1.5
@@ -169,4 +169,4 @@ class FifoPacked:
             row[j] = 1.0
             ids = tuple(sorted((problem.job_ids[i], problem.job_ids[best])))
             pair_x[ids] = row
-        return Allocation(x, status="closed-form", pair_x=pair_x)
+        return Allocation(x, status=Status.CLOSED_FORM, pair_x=pair_x)

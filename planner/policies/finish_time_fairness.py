@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pyomo.environ as pyo
 
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.closed_form import isolated_allocation
 from planner.policies.lp import Classes
 from planner.policies.matrix_lp import INF, allocation_rows, load_matrix, run_loaded
@@ -122,7 +122,7 @@ class FinishTimeFairness:
         best, hi, total_s, probes = bisect(feasible, lo, hi)
         if best is None:  # isolated is always feasible; only numerical trouble lands here
             return Allocation(
-                x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated", info={"probes": probes}
+                x_iso, objective=float(np.max(rho_iso)), status=Status.FALLBACK_ISOLATED, info={"probes": probes}
             )
         x = best[0]
         return read_allocation(lp, classes, problem, x, hi, total_s, self.method, probes=probes)
@@ -188,12 +188,12 @@ class FinishTimeFairness:
         best, hi, total_s, probes = bisect(feasible, lo, hi)
         if best is None:  # isolated is always feasible; only numerical trouble lands here
             return Allocation(
-                x_iso, objective=float(np.max(rho_iso)), status="fallback: isolated", info={"probes": probes}
+                x_iso, objective=float(np.max(rho_iso)), status=Status.FALLBACK_ISOLATED, info={"probes": probes}
             )
         return Allocation(
             best[0][classes.index],
             objective=hi,
-            status="optimal",
+            status=Status.OPTIMAL,
             solver=f"highs-{self.method}",
             build_s=build_s,
             solve_s=total_s,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.problem import Problem
 
 
@@ -95,4 +95,4 @@ class Gandiva:
         self.partner = {}
         for a_id, b_id in pairs:
             self.partner[a_id], self.partner[b_id] = b_id, a_id
-        return Allocation(x, status="closed-form", pair_x=pair_x)
+        return Allocation(x, status=Status.CLOSED_FORM, pair_x=pair_x)

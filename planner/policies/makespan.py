@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.finish_time_fairness import policy_view
 from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.problem import Problem
@@ -75,6 +75,6 @@ class MinTotalDuration:
             if best is None:
                 lo, hi = hi, hi * 10
         if best is None:
-            return Allocation(np.zeros((problem.n_jobs, len(problem.worker_types))), status="infeasible")
+            return Allocation(np.zeros((problem.n_jobs, len(problem.worker_types))), status=Status.INFEASIBLE)
         (x, _, _), horizon = best
         return read_allocation(lp, classes, problem, x, horizon, total, "simplex", makespan_s=horizon, probes=probes)

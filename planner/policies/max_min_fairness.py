@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyomo.environ as pyo
 
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD, make_classes
 from planner.policies.matrix_lp import INF, MatrixLP, allocation_rows, solve_matrix
 from planner.policies.packing_matrix import allocate_packed_max_min
@@ -79,7 +79,7 @@ class MaxMinFairness:
         return Allocation(
             np.clip(x, 0.0, 1.0)[classes.index],
             objective=objective,
-            status="optimal",
+            status=Status.OPTIMAL,
             solver=f"highs-{self.method}",
             build_s=build_s,
             solve_s=solve_s,

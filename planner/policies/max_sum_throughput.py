@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.problem import Problem
 from planner.policies.space import build_space, read_allocation
@@ -61,7 +61,7 @@ class MaxSumThroughput:
         allocation = self._solve(problem, price, None)
         if with_slo:
             allocation.info["slo_dropped"] = True
-            allocation.status = "optimal (SLOs infeasible, dropped)"
+            allocation.status = Status.SLOS_DROPPED
         return allocation
 
     def _solve(self, problem: Problem, price: np.ndarray, deadline: np.ndarray | None) -> Allocation | None:

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from planner.formats.table import JobType
-from planner.policies.base import Allocation
+from planner.policies.base import Allocation, Status
 from planner.policies.matrix_lp import INF, MatrixLP, RowBuilder, solve_matrix
 from planner.policies.packing import PairCells, group_pair_cells, pair_allocation, pair_cells
 from planner.policies.problem import Problem
@@ -127,7 +127,7 @@ def allocate_packed_max_min(
     return Allocation(
         np.clip(x, 0.0, 1.0)[classes.index],
         objective=objective,
-        status="optimal",
+        status=Status.OPTIMAL,
         solver=f"highs-{method}",
         build_s=build_s,
         solve_s=solve_s,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation
+from planner.policies.base import Allocation, Status
 from planner.policies.lp import AllocationLP, Classes, make_classes
 from planner.policies.packing import PackedLP, pair_allocation
 from planner.policies.problem import Problem
@@ -72,7 +72,7 @@ def read_allocation(
     return Allocation(
         x[classes.index],
         objective=objective,
-        status="optimal",
+        status=Status.OPTIMAL,
         solver=f"highs-{method}",
         build_s=lp.build_s,
         solve_s=solve_s,
