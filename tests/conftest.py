@@ -10,14 +10,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-GAVEL_DIR = ROOT.parent / "shared" / "reference" / "gavel"
 DATA = ROOT / "data"
+GAVEL_DIR = DATA / "gavel"  # Gavel's published tables and traces (see data/gavel/README.md)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def gavel_dir() -> Path:
-    if not (GAVEL_DIR / "simulation_throughputs.json").exists():
-        pytest.skip(f"Gavel reference data not found at {GAVEL_DIR}")
+    """Gavel's data, shipped with the repository: tests that use it never skip."""
     return GAVEL_DIR
 
 
