@@ -43,7 +43,7 @@ from planner.estimate import completion as E  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
 from planner.formats.table import COLUMNS, JobType, ThroughputTable, write_table  # noqa: E402
 
-GAVEL = ROOT.parent / "shared/reference/gavel/simulation_throughputs.json"
+GAVEL = ROOT / "data" / "gavel" / "simulation_throughputs.json"
 RESULTS = ROOT / "benchmarks/results"
 WORKER_TYPES = ("k80", "p100", "v100")
 FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -1,8 +1,8 @@
 """Policy build + solve time at scale, side by side with a direct highspy LP.
 
 Jobs are drawn uniformly from Gavel's 26 single-GPU job types (its published
-table, read from ../shared/reference/gavel; the synthetic demo table when that
-is absent) on three worker types with n/4 GPUs each. For LAS-perf the same LP
+table, data/gavel/simulation_throughputs.json; the synthetic demo table when
+that is absent) on three worker types with n/4 GPUs each. For LAS-perf the same LP
 is also built directly in highspy (per job, and per class) — the floor for
 what Pyomo adds. cvxpy + ECOS (Gavel's stack) is timed when installed.
 
@@ -26,7 +26,7 @@ from planner.policies import make_policy  # noqa: E402
 from planner.policies.lp import make_classes  # noqa: E402
 from planner.policies.problem import Problem  # noqa: E402
 
-GAVEL = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+GAVEL = ROOT / "data" / "gavel" / "simulation_throughputs.json"
 TARGETS = {
     "max_min_fairness_perf": 1.0,
     "max_min_fairness_packed": 1.0,

@@ -40,7 +40,7 @@ from planner.formats.gavel_json import import_gavel  # noqa: E402
 from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
 
-GAVEL_TABLE = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+GAVEL_TABLE = ROOT / "data" / "gavel" / "simulation_throughputs.json"
 
 
 class Recorder:

@@ -23,7 +23,7 @@ from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
 from planner.policies import POLICY_NAMES  # noqa: E402
 
-GAVEL_TABLE = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+GAVEL_TABLE = ROOT / "data" / "gavel" / "simulation_throughputs.json"
 
 # policy: (seed 0, seed 1), each (avg JCT h, makespan h, utilisation, lease-extension %)
 STATIC = {

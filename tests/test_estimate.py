@@ -17,7 +17,7 @@ from planner.errors import InputError
 from planner.estimate import completion as E
 from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table, write_table
 
-GAVEL = Path(__file__).resolve().parents[2] / "shared/reference/gavel"
+GAVEL = Path(__file__).resolve().parents[1] / "data" / "gavel"
 WORKERS = ("k80", "v100")
 
 
