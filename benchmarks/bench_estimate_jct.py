@@ -42,9 +42,10 @@ from bench_estimate import GAVEL, RESULTS, column_mean, gavel_single_gpu, partia
 
 from planner.estimate import completion as E  # noqa: E402
 from planner.formats.atomic import write_text_atomic  # noqa: E402
+from planner.formats.cluster import parse_cluster
 from planner.formats.table import COLUMNS, JobType, ThroughputTable  # noqa: E402
-from planner.formats.trace import GeneratorConfig, JobGenerator  # noqa: E402
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation  # noqa: E402
+from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
 
 PACKED, PERF = "max_min_fairness_packed", "max_min_fairness_perf"
 FULL = {"cluster": "4:4:4", "rate": 0.8, "window": (30, 130), "hide": (0.5, 0.8), "hide_seeds": (0, 1, 2)}

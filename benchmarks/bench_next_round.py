@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from planner.cli.schedule import write_compact_schedule  # noqa: E402
+from planner.cli.plan import write_compact_schedule  # noqa: E402
 from planner.formats.cluster import read_cluster  # noqa: E402
 from planner.formats.jobs import read_jobs  # noqa: E402
 from planner.formats.table import read_table  # noqa: E402
@@ -97,7 +97,7 @@ def _cli_command(options: list[str]) -> list[str]:
         return [sys.executable, "-m", "planner.cli", "plan-next", *options]
     script = (
         "import sys, typer; from planner.cli import user_errors; "
-        "from planner.cli.schedule import plan_next_round_command as f; "
+        "from planner.cli.plan import plan_next_round_command as f; "
         "app = typer.Typer(); app.command('plan-next')(user_errors(f)); app.command('x')(lambda: None); app()"
     )
     return [sys.executable, "-c", script, "plan-next", *options]

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from planner.cli.estimate import estimate_command
+from planner.cli.table import estimate_command
 from planner.errors import InputError
 from planner.estimate import completion as E
 from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table, write_table

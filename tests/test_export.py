@@ -22,7 +22,7 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 from planner.cli import user_errors
-from planner.cli.schedule import export_command
+from planner.cli.export import export_command
 from planner.errors import InputError
 from planner.export import export_schedule, load_context
 from planner.export.common import launch_script

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import make_problem
 
-from planner.formats.trace import GeneratorConfig, JobGenerator
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
+from planner.formats.cluster import parse_cluster
+from planner.modes.generator import GeneratorConfig, JobGenerator
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.policies import make_policy
 
 TYPES = ["k80", "p100", "v100"]

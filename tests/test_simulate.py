@@ -9,12 +9,12 @@ from test_trace import cli_app, synthetic_table
 from typer.testing import CliRunner
 
 from planner.errors import InputError
-from planner.formats.cluster import cluster_from_dict
+from planner.formats.cluster import cluster_from_dict, parse_cluster
 from planner.formats.jobs import Job
 from planner.formats.table import JobType, ThroughputTable
-from planner.formats.trace import GeneratorConfig, JobGenerator
+from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.metrics import LeaseCounter, distribution, utilisation
-from planner.modes.simulate import SimulationConfig, Workload, parse_cluster, run_simulation
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.rounds.engine import Placement, RoundRecord
 
 A = JobType("A", None, 1)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from planner.cli import user_errors
-from planner.cli.schedule import plan_next_round_command
+from planner.cli.plan import plan_next_round_command
 from planner.errors import InputError
 from planner.formats.cluster import cluster_from_dict, read_cluster
 from planner.formats.jobs import Job, read_jobs

@@ -79,7 +79,7 @@ def test_parallel_workers_and_setup_check(table_path, tmp_path):
 
 def test_static_sweep_and_plots(table_path, tmp_path):
     pytest.importorskip("matplotlib")
-    from planner.cli.simulate import make_sweep_plots
+    from planner.report.sweep_figures import make_sweep_plots
 
     out = tmp_path / "static"
     records = run_sweep(spec(table_path, rates=[], static_jobs=[5, 10], window=None), out)

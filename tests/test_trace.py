@@ -12,15 +12,8 @@ from typer.testing import CliRunner
 from planner.errors import InputError
 from planner.formats.cluster import cluster_from_dict
 from planner.formats.table import JobType, ThroughputTable
-from planner.formats.trace import (
-    GeneratorConfig,
-    JobGenerator,
-    job_templates,
-    rate_to_lam,
-    read_gavel_trace,
-    read_trace,
-    write_trace,
-)
+from planner.formats.trace import read_gavel_trace, read_trace, write_trace
+from planner.modes.generator import GeneratorConfig, JobGenerator, job_templates, rate_to_lam
 
 SINGLE = [("ResNet-18", 16), ("LM", 5), ("Recommendation", 512), ("A3C", None)]
 DISTRIBUTED = {("ResNet-18", 16), ("LM", 5)}
@@ -197,7 +190,8 @@ def test_empty_and_missing_traces(tmp_path):
 
 def cli_app() -> typer.Typer:
     from planner.cli import user_errors
-    from planner.cli.simulate import simulate_command, sweep_command, trace_generate_command
+    from planner.cli.simulate import simulate_command, trace_generate_command
+    from planner.cli.sweep import sweep_command
 
     app = typer.Typer()
     trace_app = typer.Typer()

@@ -1,8 +1,4 @@
-"""Command functions for `rota trace generate`, `rota simulate` and `rota sweep`.
-
-The main CLI registers them; each raises InputError for bad input (printed as
-one line by the CLI's error wrapper).
-"""
+"""`rota simulate` and `rota trace generate`: Gavel's simulator and its job generator."""
 
 from __future__ import annotations
 
@@ -12,37 +8,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from planner.cli.common import check_method, err, hours, out
 from planner.errors import InputError
-
-out = Console()
-err = Console(stderr=True)
-
-
-# --------------------------------------------------------------------------- shared inputs
-
-
-def load_table(path: Path):
-    """A rota table (.csv / .parquet) or Gavel's throughput JSON (.json)."""
-    from planner.formats.table import read_table
-
-    if Path(path).suffix.lower() == ".json":
-        from planner.formats.gavel_json import import_gavel
-
-        return import_gavel(path)
-    return read_table(path)
-
-
-def load_cluster(text: str):
-    """A cluster file (.yaml / .json) or an inline spec: '36:36:36' (v100:p100:k80) or 'v100=4,k80=8'."""
-    from planner.formats.cluster import read_cluster
-    from planner.modes.simulate import parse_cluster
-
-    if Path(text).suffix.lower() in (".yaml", ".yml", ".json") or Path(text).exists():
-        return read_cluster(text)
-    return parse_cluster(text)
+from planner.formats.inputs import load_cluster, load_table
 
 
 def parse_window(text: Optional[str]) -> tuple[int, int] | None:
@@ -58,7 +28,7 @@ def parse_window(text: Optional[str]) -> tuple[int, int] | None:
 
 
 def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_type, fixed_duration_h):
-    from planner.formats.trace import GeneratorConfig, JobGenerator
+    from planner.modes.generator import GeneratorConfig, JobGenerator
 
     config = GeneratorConfig(
         seed=seed,
@@ -70,13 +40,6 @@ def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_
         fixed_duration_s=None if fixed_duration_h is None else fixed_duration_h * 3600.0,
     )
     return JobGenerator(table, config)
-
-
-def _hours(seconds) -> str:
-    return "-" if seconds is None else f"{seconds / 3600:.3f}"
-
-
-# --------------------------------------------------------------------------- rota trace generate
 
 
 def trace_generate_command(
@@ -143,9 +106,6 @@ def trace_generate_command(
     )
 
 
-# --------------------------------------------------------------------------- rota simulate
-
-
 def simulate_command(
     table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
     cluster: str = typer.Option(
@@ -209,12 +169,8 @@ def simulate_command(
     from planner.formats.atomic import write_text_atomic
     from planner.modes.simulate import SimulationConfig, Workload
     from planner.modes.sweep import write_job_csv
-    from planner.policies.lp import LP_METHODS
 
-    if method not in LP_METHODS:
-        raise InputError(
-            f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}", field="--solver-method"
-        )
+    check_method(method)
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)
     spec = load_cluster(cluster)
@@ -325,9 +281,9 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
     grid = Table(title="results")
     grid.add_column("metric")
     grid.add_column("value", justify="right")
-    grid.add_row("average JCT", f"{_hours(jct['mean'])} h")
-    grid.add_row("p50 / p90 / p99 JCT", f"{_hours(jct['p50'])} / {_hours(jct['p90'])} / {_hours(jct['p99'])} h")
-    grid.add_row("makespan (end of simulation)", f"{_hours(m['makespan_s'])} h")
+    grid.add_row("average JCT", f"{hours(jct['mean'])} h")
+    grid.add_row("p50 / p90 / p99 JCT", f"{hours(jct['p50'])} / {hours(jct['p90'])} / {hours(jct['p99'])} h")
+    grid.add_row("makespan (end of simulation)", f"{hours(m['makespan_s'])} h")
     for w, u in m["utilisation"].items():
         grid.add_row(f"utilisation {w}", f"{u * 100:.1f} %")
     rate = m["lease_extension_rate"]
@@ -344,178 +300,3 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
     grid.add_row("rounds / wall time", f"{m['rounds']} / {m['wall_s']:.2f} s")
     out.print(grid)
     out.print(f"wrote {out_dir / 'jobs.csv'} and {out_dir / 'summary.json'}")
-
-
-# --------------------------------------------------------------------------- rota sweep
-
-
-def sweep_command(
-    table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
-    cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster file or inline spec (36:36:36)."),
-    policies: str = typer.Option(..., "--policies", "-p", help="Comma-separated policy names."),
-    rates: Optional[str] = typer.Option(None, "--rates", help="Input rates (jobs/h): '0.4,0.8' or Gavel's LO:HI:K."),
-    static_jobs: Optional[str] = typer.Option(
-        None, "--static-jobs", help="Static traces instead: numbers of jobs, e.g. 100,200,300."
-    ),
-    seeds: str = typer.Option("0", "--seeds", help="Comma-separated seeds."),
-    window: Optional[str] = typer.Option(None, "--window", "-w", help="Measured jobs START:END (continuous sweeps)."),
-    multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
-    multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get weight 5."),
-    gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's simulator quirks (see 'rota simulate')."),
-    round_s: float = typer.Option(360.0, "--round-length", min=1.0, help="Round length tau in seconds."),
-    method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm or simplex."),
-    max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Simulations run in parallel (worker processes)."),
-    out_dir: Path = typer.Option(
-        Path("sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
-    ),
-    plot_format: str = typer.Option("png", "--plot-format", help="png, svg or png,svg."),
-    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots."),
-    cdf_rate: Optional[float] = typer.Option(
-        None, "--cdf-rate", help="Input rate for the JCT CDF plot (default: the highest rate no policy saturates)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
-):
-    """Sweep policies x input rates x seeds in parallel; plot JCT vs load and JCT CDFs (paper Figs. 8-10).
-
-    Example: rota sweep --table simulation_throughputs.json --cluster 36:36:36
-    --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
-    --window 4000:5000 --gavel-compat --jobs 8 --out fig8/
-    """
-    from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
-    from planner.policies import POLICY_NAMES
-
-    names = [p.strip() for p in policies.split(",") if p.strip()]
-    for name in names:
-        if name not in POLICY_NAMES and not name.startswith("allox_alpha="):
-            raise InputError(f"unknown policy {name!r}; choose from: {', '.join(POLICY_NAMES)}", field="--policies")
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-        job_counts = [int(n) for n in static_jobs.split(",") if n.strip()] if static_jobs else []
-    except ValueError:
-        raise InputError("seeds and static job counts must be comma-separated integers", field="--seeds") from None
-    if any(n < 1 for n in job_counts):
-        raise InputError("static job counts must be positive", field="--static-jobs")
-    formats = [f.strip() for f in plot_format.split(",") if f.strip()]
-    load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
-    spec = SweepSpec(
-        table=str(table),
-        cluster=cluster,
-        policies=names,
-        seeds=seed_list,
-        rates=rate_grid(rates) if rates else [],
-        static_jobs=job_counts,
-        window=parse_window(window),
-        multi_gpu=multi_gpu,
-        multi_priority=multi_priority,
-        gavel_compat=gavel_compat,
-        round_s=round_s,
-        solver_method=method,
-        max_active_jobs=max_active,
-    )
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(
-        TextColumn("[bold]sweep[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("sweep", total=len(spec.points()), last="")
-
-        def on_point(rec, done, total):
-            bar.update(task, completed=done, last=f"{rec['key']}: {rec['status']}")
-
-        records = run_sweep(spec, out_dir, jobs=jobs, on_point=on_point)
-    attach_rho(records, out_dir)
-    write_summary_csv(records, out_dir / "summary.csv")
-    plots = [] if no_plots else make_sweep_plots(records, out_dir, formats, cdf_rate=cdf_rate)
-    rows = summary_rows(records)
-    if as_json:
-        out.print_json(json.dumps({"summary": rows, "plots": [str(p) for p in plots]}, default=str))
-        return
-    grid = Table(title=f"sweep {out_dir}")
-    for column in ("policy", "load", "seed", "status", "avg JCT h", "p99 JCT h", "makespan h", "util", "wall s"):
-        grid.add_column(
-            column,
-            justify="left" if column in ("policy", "status") else "right",
-            no_wrap=column in ("policy", "status"),
-        )
-    for r in rows:
-        load = f"{r['num_jobs']} jobs" if r["num_jobs"] is not None else f"{r['rate']:g}/h"
-        fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
-        grid.add_row(
-            r["policy"],
-            load,
-            str(r["seed"]),
-            r["status"],
-            fmt(r["avg_jct_h"]),
-            fmt(r["p99_jct_h"]),
-            fmt(r["makespan_h"]),
-            fmt(r["utilisation"], ".3f"),
-            fmt(r["wall_s"], ".1f"),
-        )
-    out.print(grid, width=max(out.width, 110))
-    out.print(f"wrote {out_dir / 'summary.csv'}" + (f" and {len(plots)} plot files" if plots else ""))
-
-
-def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: float | None = None) -> list[Path]:
-    """The figures of a finished sweep: JCT (or makespan) vs load, JCT CDF, rho CDF."""
-    from planner.modes.sweep import read_job_csv
-    from planner.report import plots
-
-    paths: list[Path] = []
-    static = all(r.get("num_jobs") is not None for r in records)
-    if static:
-        return plots.plot_makespan_vs_jobs(records, out_dir / "makespan_vs_jobs", formats=formats)
-    paths += plots.plot_jct_vs_rate(records, out_dir / "jct_vs_rate", formats=formats)
-    rates = sorted({r["rate"] for r in records})
-    ok_rates = [x for x in rates if all(r["status"] == "ok" for r in records if r["rate"] == x)]
-    rate = cdf_rate if cdf_rate is not None else (ok_rates[-1] if ok_rates else None)
-    if rate is None:
-        return paths
-    seed = min(r["seed"] for r in records)
-    chosen = [r for r in records if r["rate"] == rate and r["seed"] == seed and r["status"] == "ok"]
-    jct, rho_values = {}, {}
-    for r in chosen:
-        rows = read_job_csv(out_dir / "jobs" / f"{r['key']}.csv")
-        jct[r["policy"]] = [float(x["jct_s"]) / 3600 for x in rows if x["in_window"] == "True" and x["jct_s"]]
-    paths += plots.plot_cdf(
-        jct,
-        out_dir / f"jct_cdf_rate={rate:g}",
-        xlabel="JCT (hours)",
-        log_x=True,
-        title=f"{rate:g} jobs/hour, seed {seed}",
-        formats=formats,
-    )
-    if any(r["policy"] == "isolated" for r in chosen):
-        from planner.modes.metrics import rho
-
-        iso = next(r for r in chosen if r["policy"] == "isolated")
-        ref = {
-            x["job_id"]: float(x["jct_s"])
-            for x in read_job_csv(out_dir / "jobs" / f"{iso['key']}.csv")
-            if x["in_window"] == "True" and x["jct_s"]
-        }
-        for r in chosen:
-            mine = {
-                x["job_id"]: float(x["jct_s"])
-                for x in read_job_csv(out_dir / "jobs" / f"{r['key']}.csv")
-                if x["in_window"] == "True" and x["jct_s"]
-            }
-            if r["policy"] != "isolated":
-                rho_values[r["policy"]] = list(rho(mine, ref).values())
-        if rho_values:
-            paths += plots.plot_cdf(
-                rho_values,
-                out_dir / f"rho_cdf_rate={rate:g}",
-                xlabel="finish-time fairness rho",
-                title=f"{rate:g} jobs/hour, seed {seed}",
-                formats=formats,
-            )
-    return paths

@@ -20,6 +20,10 @@ import yaml
 
 from planner.errors import InputError
 
+# Gavel's three GPU types in its hard-coded visiting order (spec §5.4); also the order of
+# an inline "36:36:36" cluster (Gavel's -c option).
+GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
+
 CLUSTER_FORMAT = "rota.cluster/v1"
 _WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour"}
 
@@ -150,3 +154,31 @@ def require_table_rows(cluster: Cluster, table, table_path: object) -> None:
             path=table_path,
             field="worker_type",
         )
+
+
+def parse_cluster(text: str) -> Cluster:
+    """'36:36:36' (Gavel's -c: v100:p100:k80) or 'v100=4,k80=8'; one node per type."""
+    text = text.strip()
+    if "=" in text:
+        types = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, _, count = part.partition("=")
+            types[name.strip()] = _count(count, text)
+    else:
+        counts = [_count(c, text) for c in text.split(":")]
+        if len(counts) != 3:
+            raise InputError(f"expected V100:P100:K80 GPU counts like 36:36:36, got {text!r}", field="--cluster")
+        types = {w: n for w, n in zip(GAVEL_TYPE_ORDER, counts) if n > 0}
+    if not types:
+        raise InputError(f"no GPUs in {text!r}", field="--cluster")
+    return cluster_from_dict({"worker_types": types}, path="--cluster")
+
+
+def _count(raw: str, text: str) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise InputError(f"bad GPU count {raw.strip()!r} in {text!r}", field="--cluster") from None
+    if value < 0:
+        raise InputError(f"GPU counts must not be negative in {text!r}", field="--cluster")
+    return value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -21,3 +22,8 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"invalid JSON: {exc}", path=path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {exc}", path=path) from None
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """'sha256:<hex>' of a file's bytes: schedules and state record which inputs they came from."""
+    return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -17,15 +17,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 
 from planner.errors import InputError
-from planner.formats.cluster import Cluster, cluster_from_dict
+from planner.formats.cluster import GAVEL_TYPE_ORDER, Cluster
 from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
-from planner.formats.trace import JobGenerator
+from planner.modes.generator import JobGenerator
 from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
 from planner.policies import make_policy
 from planner.rounds.engine import Engine, EngineConfig
 
-GAVEL_TYPE_ORDER = ("v100", "p100", "k80")  # Gavel's hard-coded visiting order (spec §5.4)
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
 OFFERED_LOAD_SAMPLE = 2000
 
@@ -34,34 +33,6 @@ def gavel_shuffles(policy: str) -> bool:
     """Gavel shuffles the worker-type order each round for policies whose internal
     name has neither 'Perf' nor 'Packing' (spec §3.1): the agnostic ones."""
     return not ("perf" in policy or "packed" in policy or policy.startswith("allox") or policy == "gandiva")
-
-
-def parse_cluster(text: str) -> Cluster:
-    """'36:36:36' (Gavel's -c: v100:p100:k80) or 'v100=4,k80=8'; one node per type."""
-    text = text.strip()
-    if "=" in text:
-        types = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            name, _, count = part.partition("=")
-            types[name.strip()] = _count(count, text)
-    else:
-        counts = [_count(c, text) for c in text.split(":")]
-        if len(counts) != 3:
-            raise InputError(f"expected V100:P100:K80 GPU counts like 36:36:36, got {text!r}", field="--cluster")
-        types = {w: n for w, n in zip(GAVEL_TYPE_ORDER, counts) if n > 0}
-    if not types:
-        raise InputError(f"no GPUs in {text!r}", field="--cluster")
-    return cluster_from_dict({"worker_types": types}, path="--cluster")
-
-
-def _count(raw: str, text: str) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise InputError(f"bad GPU count {raw.strip()!r} in {text!r}", field="--cluster") from None
-    if value < 0:
-        raise InputError(f"GPU counts must not be negative in {text!r}", field="--cluster")
-    return value
 
 
 # --------------------------------------------------------------------------- inputs

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.formats.atomic import write_with
-from planner.formats.trace import GeneratorConfig, JobGenerator
+from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.metrics import distribution, rho
 from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
 
@@ -98,7 +98,7 @@ _CACHE: dict[tuple[str, str], tuple] = {}
 
 
 def _inputs(spec: SweepSpec):
-    from planner.cli.simulate import load_cluster, load_table
+    from planner.formats.inputs import load_cluster, load_table
 
     key = (spec.table, spec.cluster)
     if key not in _CACHE:

@@ -25,10 +25,12 @@ from planner.policies.base import Allocation, Policy
 from planner.policies.problem import build_problem
 from planner.rounds.mechanism import Key, Placement, RoundMechanism, visiting_order
 
+DEFAULT_ROUND_S = 360.0  # Gavel's round length (6 minutes)
+
 
 @dataclass
 class EngineConfig:
-    round_s: float = 360.0
+    round_s: float = DEFAULT_ROUND_S
     min_resolve_interval_s: float = 0.0  # Gavel: 1920 s between re-solves
     max_rounds: int = 1_000_000
     # Worker-type visiting order: "fastest" (from the data), "spec" (cluster

@@ -1,9 +1,4 @@
-"""`rota table estimate`: fill missing co-location entries of a throughput table.
-
-The main CLI registers `estimate_command` with
-``table_app.command("estimate")(estimate_command)``. User errors raise
-planner.errors.InputError, which the main CLI prints as one line.
-"""
+"""`rota table ...`: inspect, validate, convert, merge and complete throughput tables."""
 
 from __future__ import annotations
 
@@ -12,23 +7,117 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from planner.cli.common import out as stdout
+from planner.cli.common import user_errors
 from planner.errors import InputError
 from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
-from planner.formats.table import ThroughputTable, read_table, write_table
+from planner.formats.inputs import load_table
+from planner.formats.table import read_table, write_table
+
+table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
 
 _SHOWN = 5  # list at most this many missing solo rows / pairs to measure
 
 
-def _read(path: Path) -> ThroughputTable:
-    # A Gavel JSON file is accepted directly, as a convenience for studies.
-    if path.suffix.lower() == ".json":
-        from planner.formats.gavel_json import import_gavel
+@table_app.command("show")
+@user_errors
+def table_show(
+    table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet)."),
+    scale_factor: int = typer.Option(1, "--scale-factor", "-s", help="Show job types with this GPU count."),
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
+):
+    """Print solo throughputs (steps/s) as a job type x worker type matrix.
 
-        return import_gavel(path)
-    return read_table(path)
+    Example: rota table show data/throughputs.csv
+    """
+
+    t = read_table(table)
+    job_types = [jt for jt in t.job_types if jt.scale_factor == scale_factor]
+    matrix = {jt.name: {w: (t.solo(w, jt) if t.has(w, jt) else None) for w in t.worker_types} for jt in job_types}
+    if as_json:
+        stdout.print_json(json.dumps(matrix))
+        return
+    n_pairs = sum(1 for r in t.rows if r["partner_model"] is not None)
+    grid = Table(title=f"{table} - solo steps/s, scale factor {scale_factor}")
+    grid.add_column("job type")
+    for w in t.worker_types:
+        grid.add_column(w, justify="right")
+    for name, row in matrix.items():
+        grid.add_row(name, *["-" if v is None else ("cannot run" if v == 0 else f"{v:.3f}") for v in row.values()])
+    stdout.print(grid)
+    stdout.print(
+        f"{len(t)} rows: {len(t.job_types)} job types, {len(t.worker_types)} worker types, {n_pairs} co-location rows"
+    )
+
+
+@table_app.command("validate")
+@user_errors
+def table_validate(table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet).")):
+    """Check a throughput table; exit code 2 with one line naming row and field if it is bad.
+
+    Example: rota table validate data/throughputs.csv
+    """
+
+    t = read_table(table)
+    statuses: dict[str, int] = {}
+    for r in t.rows:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
+    stdout.print(f"[green]ok[/] {table}: {len(t)} rows ({summary}); worker types: {', '.join(t.worker_types)}")
+
+
+@table_app.command("import-gavel")
+@user_errors
+def table_import_gavel(
+    source: Path = typer.Argument(..., help="Gavel throughput JSON (e.g. simulation_throughputs.json)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Table to write (.csv or .parquet)."),
+):
+    """Convert Gavel's throughput JSON into a rota table (lossless).
+
+    Example: rota table import-gavel simulation_throughputs.json --out gavel.csv
+    """
+    from planner.formats.gavel_json import import_gavel
+    from planner.formats.table import write_table
+
+    t = import_gavel(source)
+    write_table(t, out_path)
+    stdout.print(f"wrote {out_path}: {len(t)} rows, worker types {', '.join(t.worker_types)}")
+
+
+@table_app.command("export-gavel")
+@user_errors
+def table_export_gavel(
+    table: Path = typer.Argument(..., help="rota table (.csv or .parquet)."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Gavel JSON to write."),
+):
+    """Write a rota table in Gavel's throughput JSON layout.
+
+    Example: rota table export-gavel gavel.csv --out simulation_throughputs.json
+    """
+    from planner.formats.gavel_json import export_gavel
+
+    t = read_table(table)
+    export_gavel(t, out_path)
+    stdout.print(f"wrote {out_path}: {len(t.worker_types)} worker types, {len(t.job_types)} job types")
+
+
+@table_app.command("merge")
+@user_errors
+def table_merge(
+    tables: list[Path] = typer.Argument(..., help="Tables to merge; later ones win on duplicate rows."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Merged table to write."),
+):
+    """Merge tables, e.g. one per machine or GPU type.
+
+    Example: rota table merge cpu.csv h200.csv --out all.csv
+    """
+    from planner.formats.table import merge_tables, write_table
+
+    merged = merge_tables([read_table(p) for p in tables], path=out_path)
+    write_table(merged, out_path)
+    stdout.print(f"wrote {out_path}: {len(merged)} rows, worker types {', '.join(merged.worker_types)}")
 
 
 def estimate_command(
@@ -95,7 +184,7 @@ def estimate_command(
         raise InputError(f"must be >= 1, got {min_measured}", field="--min-measured")
     if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError("unsupported table format (use .csv or .parquet)", path=out)
-    source = _read(table)
+    source = load_table(table)
     full, report = estimate_table(
         source, rank=rank, seed=seed, reg=reg, zeros=zeros, min_measured=min_measured, partial=partial, holdout=holdout
     )
@@ -106,8 +195,7 @@ def estimate_command(
         print_summary(report, table, out)
 
 
-def print_summary(report: EstimateReport, table: Path, out: Path, console: Console | None = None) -> None:
-    console = console or Console()
+def print_summary(report: EstimateReport, table: Path, written: Path) -> None:
     view = Table(title=f"Estimated co-locations ({report.method}, rank {report.rank}, reg {report.reg:g})")
     for name in ("scale", "jobs", "pairs", "measured", "failed", "estimated", "holdout med", "p90"):
         view.add_column(name, justify="right")
@@ -123,24 +211,27 @@ def print_summary(report: EstimateReport, table: Path, out: Path, console: Conso
             f"{h.median:.3f}" if h else "-",
             f"{h.p90:.3f}" if h else "-",
         )
-    console.print(view)
+    stdout.print(view)
     for g in report.groups:
         if g.note and not g.note.startswith("complete"):
-            console.print(f"scale factor {g.scale_factor}: {g.note}")
+            stdout.print(f"scale factor {g.scale_factor}: {g.note}")
         if g.unestimable_entries and g.to_measure:
             more = " ..." if len(g.to_measure) > _SHOWN else ""
-            console.print(
+            stdout.print(
                 f"  scale factor {g.scale_factor}: {g.unestimable_entries} entries not estimated; "
                 f"measure next ({len(g.to_measure)}): " + "; ".join(g.to_measure[:_SHOWN]) + more
             )
     if report.missing_solo:
         shown = ", ".join(report.missing_solo[:_SHOWN])
         more = f" and {len(report.missing_solo) - _SHOWN} more" if len(report.missing_solo) > _SHOWN else ""
-        console.print(f"solo rows missing (not estimated; measure them): {shown}{more}")
+        stdout.print(f"solo rows missing (not estimated; measure them): {shown}{more}")
     holdouts = [g.holdout for g in report.groups if g.holdout]
     if holdouts:
-        console.print(
+        stdout.print(
             f"holdout: {holdouts[0].fraction:.0%} of measured pairs hidden and re-estimated; "
             "error is |estimated - measured| of the normalised factor"
         )
-    console.print(f"{report.measured_entries} measured + {report.estimated_entries} estimated entries -> {out}")
+    stdout.print(f"{report.measured_entries} measured + {report.estimated_entries} estimated entries -> {written}")
+
+
+table_app.command("estimate")(user_errors(estimate_command))

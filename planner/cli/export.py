@@ -1,0 +1,106 @@
+"""`rota export FORMAT SCHEDULE`: launcher files for Slurm, Kubernetes, Ray or a flat CSV."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from planner.cli.common import out as stdout
+
+
+def export_command(
+    format: Annotated[
+        str, typer.Argument(help="slurm, kubernetes (k8s), ray or csv.", metavar="FORMAT", show_default=False)
+    ],
+    schedule: Annotated[
+        Path, typer.Argument(help="Schedule JSON (rota.schedule/v1).", metavar="SCHEDULE", show_default=False)
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to write the launcher files into.", show_default=False)
+    ],
+    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (default: the one the schedule names).")] = None,
+    jobs: Annotated[
+        Optional[Path], typer.Option(help="Job list with a 'command' column (default: the schedule's).")
+    ] = None,
+    table: Annotated[
+        Optional[Path], typer.Option(help="Throughput table, for the pair checks (default: the schedule's).")
+    ] = None,
+    default_command: Annotated[Optional[str], typer.Option(help="Command for jobs without one.")] = None,
+    grace: Annotated[
+        float, typer.Option("--grace", help="Seconds between SIGTERM (checkpoint) and the round's end.")
+    ] = 60.0,
+    progress_dir: Annotated[
+        Optional[str],
+        typer.Option(help="Shared folder where each job writes <job_id>.json with its steps (ROTA_PROGRESS_FILE)."),
+    ] = None,
+    partition: Annotated[Optional[str], typer.Option(help="Slurm: partition.")] = None,
+    account: Annotated[Optional[str], typer.Option(help="Slurm: account.")] = None,
+    sbatch_option: Annotated[
+        Optional[list[str]],
+        typer.Option(help="Slurm: extra #SBATCH option (repeatable), e.g. --sbatch-option=--qos=high."),
+    ] = None,
+    gang: Annotated[str, typer.Option(help="Kubernetes: gang scheduler, volcano or kueue.")] = "volcano",
+    queue: Annotated[Optional[str], typer.Option(help="Kubernetes: Volcano queue / Kueue LocalQueue name.")] = None,
+    namespace: Annotated[Optional[str], typer.Option(help="Kubernetes: namespace.")] = None,
+    image: Annotated[
+        str, typer.Option(help="Kubernetes: container image that holds the job commands.")
+    ] = "rota-workload:latest",
+    label_key: Annotated[
+        str, typer.Option(help="Kubernetes: node label with the GPU product.")
+    ] = "nvidia.com/gpu.product",
+    gpu_product: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="Kubernetes: TYPE=LABEL_VALUE (repeatable), "
+            "e.g. v100=Tesla-V100-SXM2-16GB; default: the "
+            "worker type's name."
+        ),
+    ] = None,
+    gpu_resource: Annotated[str, typer.Option(help="Kubernetes: GPU resource name.")] = "nvidia.com/gpu",
+    pin_nodes: Annotated[
+        bool, typer.Option(help="Kubernetes: pin pods to the planned nodes (kubernetes.io/hostname).")
+    ] = True,
+    accelerator_type: Annotated[
+        Optional[list[str]], typer.Option(help="Ray: TYPE=ACCELERATOR (repeatable), default: the type upper-cased.")
+    ] = None,
+    node_resource: Annotated[
+        Optional[str], typer.Option(help="Ray: prefix of a per-node custom resource to pin bundles, e.g. 'node:'.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the written files as JSON.")] = False,
+):
+    """Write launcher files for a schedule: Slurm batch scripts, Kubernetes manifests, a Ray plan, or a CSV.
+
+    Example: rota export slurm schedule.json --out launch/slurm
+    """
+    from planner.export import canonical_format, export_schedule, load_context
+
+    fmt = canonical_format(format)
+    context = load_context(schedule, cluster=cluster, jobs=jobs, table=table, default_command=default_command)
+    options = dict(
+        grace_s=grace,
+        progress_dir=progress_dir,
+        partition=partition,
+        account=account,
+        sbatch_options=list(sbatch_option or []),
+        gang=gang,
+        queue=queue,
+        namespace=namespace,
+        image=image,
+        label_key=label_key,
+        gpu_product=list(gpu_product or []),
+        gpu_resource=gpu_resource,
+        pin_nodes=pin_nodes,
+        accelerator_type=list(accelerator_type or []),
+        node_resource=node_resource,
+    )
+    written = export_schedule(fmt, context, out, **options)
+    if as_json:
+        stdout.print_json(json.dumps({"format": fmt, "out": str(out), "files": [str(p) for p in written]}))
+        return
+    rounds = len(context.schedule["rounds"])
+    stdout.print(f"wrote {len(written)} file(s) for {fmt} under {out} ({rounds} round(s))")
+    for note in context.skipped:
+        stdout.print(f"note: skipped {note}")

@@ -1,0 +1,131 @@
+"""`rota sweep`: a grid of simulations (policies x loads x seeds), resumable, with plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from planner.cli.common import err, out
+from planner.cli.simulate import parse_window
+from planner.errors import InputError
+from planner.formats.inputs import load_cluster, load_table
+from planner.report.sweep_figures import make_sweep_plots
+
+
+def sweep_command(
+    table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
+    cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster file or inline spec (36:36:36)."),
+    policies: str = typer.Option(..., "--policies", "-p", help="Comma-separated policy names."),
+    rates: Optional[str] = typer.Option(None, "--rates", help="Input rates (jobs/h): '0.4,0.8' or Gavel's LO:HI:K."),
+    static_jobs: Optional[str] = typer.Option(
+        None, "--static-jobs", help="Static traces instead: numbers of jobs, e.g. 100,200,300."
+    ),
+    seeds: str = typer.Option("0", "--seeds", help="Comma-separated seeds."),
+    window: Optional[str] = typer.Option(None, "--window", "-w", help="Measured jobs START:END (continuous sweeps)."),
+    multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
+    multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get weight 5."),
+    gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's simulator quirks (see 'rota simulate')."),
+    round_s: float = typer.Option(360.0, "--round-length", min=1.0, help="Round length tau in seconds."),
+    method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm or simplex."),
+    max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Simulations run in parallel (worker processes)."),
+    out_dir: Path = typer.Option(
+        Path("sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
+    ),
+    plot_format: str = typer.Option("png", "--plot-format", help="png, svg or png,svg."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots."),
+    cdf_rate: Optional[float] = typer.Option(
+        None, "--cdf-rate", help="Input rate for the JCT CDF plot (default: the highest rate no policy saturates)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
+):
+    """Sweep policies x input rates x seeds in parallel; plot JCT vs load and JCT CDFs (paper Figs. 8-10).
+
+    Example: rota sweep --table simulation_throughputs.json --cluster 36:36:36
+    --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
+    --window 4000:5000 --gavel-compat --jobs 8 --out fig8/
+    """
+    from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
+    from planner.policies import POLICY_NAMES
+
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    for name in names:
+        if name not in POLICY_NAMES and not name.startswith("allox_alpha="):
+            raise InputError(f"unknown policy {name!r}; choose from: {', '.join(POLICY_NAMES)}", field="--policies")
+    try:
+        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
+        job_counts = [int(n) for n in static_jobs.split(",") if n.strip()] if static_jobs else []
+    except ValueError:
+        raise InputError("seeds and static job counts must be comma-separated integers", field="--seeds") from None
+    if any(n < 1 for n in job_counts):
+        raise InputError("static job counts must be positive", field="--static-jobs")
+    formats = [f.strip() for f in plot_format.split(",") if f.strip()]
+    load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
+    spec = SweepSpec(
+        table=str(table),
+        cluster=cluster,
+        policies=names,
+        seeds=seed_list,
+        rates=rate_grid(rates) if rates else [],
+        static_jobs=job_counts,
+        window=parse_window(window),
+        multi_gpu=multi_gpu,
+        multi_priority=multi_priority,
+        gavel_compat=gavel_compat,
+        round_s=round_s,
+        solver_method=method,
+        max_active_jobs=max_active,
+    )
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("[bold]sweep[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=as_json,
+    ) as bar:
+        task = bar.add_task("sweep", total=len(spec.points()), last="")
+
+        def on_point(rec, done, total):
+            bar.update(task, completed=done, last=f"{rec['key']}: {rec['status']}")
+
+        records = run_sweep(spec, out_dir, jobs=jobs, on_point=on_point)
+    attach_rho(records, out_dir)
+    write_summary_csv(records, out_dir / "summary.csv")
+    plots = [] if no_plots else make_sweep_plots(records, out_dir, formats, cdf_rate=cdf_rate)
+    rows = summary_rows(records)
+    if as_json:
+        out.print_json(json.dumps({"summary": rows, "plots": [str(p) for p in plots]}, default=str))
+        return
+    grid = Table(title=f"sweep {out_dir}")
+    for column in ("policy", "load", "seed", "status", "avg JCT h", "p99 JCT h", "makespan h", "util", "wall s"):
+        grid.add_column(
+            column,
+            justify="left" if column in ("policy", "status") else "right",
+            no_wrap=column in ("policy", "status"),
+        )
+    for r in rows:
+        load = f"{r['num_jobs']} jobs" if r["num_jobs"] is not None else f"{r['rate']:g}/h"
+        fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
+        grid.add_row(
+            r["policy"],
+            load,
+            str(r["seed"]),
+            r["status"],
+            fmt(r["avg_jct_h"]),
+            fmt(r["p99_jct_h"]),
+            fmt(r["makespan_h"]),
+            fmt(r["utilisation"], ".3f"),
+            fmt(r["wall_s"], ".1f"),
+        )
+    out.print(grid, width=max(out.width, 110))
+    out.print(f"wrote {out_dir / 'summary.csv'}" + (f" and {len(plots)} plot files" if plots else ""))

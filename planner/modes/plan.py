@@ -1,0 +1,210 @@
+"""Plan a batch of jobs: read the inputs, allocate with a policy, run rounds, build the schedule.
+
+`plan_batch` is what `rota plan` does, as a library call beside `next_round()`:
+the CLI only parses options and prints. `build_schedule` turns an engine run
+into the `rota.schedule/v1` document (planner.formats.schedule writes it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from planner import __version__
+from planner.formats.cluster import Cluster, read_cluster, require_table_rows
+from planner.formats.files import file_digest
+from planner.formats.jobs import Job, read_jobs
+from planner.formats.schedule import SCHEDULE_FORMAT
+from planner.formats.table import JobType, ThroughputTable, read_table
+from planner.modes.metrics import utilisation as utilisation_since_start
+from planner.policies import make_policy
+from planner.policies.lp import DEFAULT_METHOD
+from planner.rounds.engine import DEFAULT_ROUND_S, EngineConfig, EngineResult, RoundRecord, run_engine
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """Everything `rota plan` lets a user choose besides the three input files."""
+
+    policy: str = "max_min_fairness_perf"
+    round_s: float = DEFAULT_ROUND_S
+    method: str = DEFAULT_METHOD
+    aggregate: bool = True
+    seed: int = 0
+    gavel_compat: bool = False
+    entity_weights: dict[str, float] | None = None
+    entity_policies: dict[str, str] = field(default_factory=dict)
+    rounds: int | None = None  # rounds written to the schedule (all if None)
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as the schedule file records them."""
+        return {
+            "solver_method": self.method,
+            "aggregate": self.aggregate,
+            "seed": self.seed,
+            "round_s": self.round_s,
+            "gavel_compat": self.gavel_compat,
+            "entity_weights": self.entity_weights,
+            "entity_policies": self.entity_policies,
+        }
+
+
+@dataclass
+class PlanOutcome:
+    schedule: dict[str, Any]
+    result: EngineResult
+    jobs: list[Job]
+    estimated_used: int  # estimated table rows the plan could have read
+
+
+def plan_batch(
+    table_path: str | os.PathLike,
+    jobs_path: str | os.PathLike,
+    cluster_path: str | os.PathLike,
+    options: PlanOptions,
+    on_round: Callable[[RoundRecord, int, int], None] | None = None,
+) -> PlanOutcome:
+    """Read and validate the inputs, then plan every job to completion."""
+    cluster = read_cluster(cluster_path)
+    table = read_table(table_path)
+    require_table_rows(cluster, table, table_path)
+    jobs = read_jobs(jobs_path, table=table, cluster=cluster)
+    policy = make_policy(
+        options.policy,
+        method=options.method,
+        aggregate=options.aggregate,
+        seed=options.seed,
+        gavel_compat=options.gavel_compat,
+        entity_weights=options.entity_weights,
+        entity_policies=options.entity_policies,
+    )
+    config = EngineConfig(round_s=options.round_s)
+    result = run_engine(jobs, table, cluster, policy, config, on_round=on_round)
+    schedule = build_schedule(
+        result,
+        inputs={"table": table_path, "jobs": jobs_path, "cluster": cluster_path},
+        policy=options.policy,
+        options=options.recorded(),
+        config=config,
+        rounds=options.rounds,
+    )
+    return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster))
+
+
+def estimated_rows_used(table: ThroughputTable, jobs: list[Job], cluster: Cluster) -> int:
+    """Estimated rows (solo or co-located) the plan could read: worker type in the cluster,
+    job type and partner job type among the job list's; an estimate clipped to 'failed' counts too."""
+    types, workers = {j.job_type for j in jobs}, set(cluster.names)
+
+    def usable(r: dict[str, Any]) -> bool:
+        if r["worker_type"] not in workers or JobType(r["model"], r["batch_size"], r["scale_factor"]) not in types:
+            return False
+        if r["partner_model"] is None:
+            return True
+        return JobType(r["partner_model"], r["partner_batch_size"], r["scale_factor"]) in types
+
+    return sum(1 for r in table.rows if "estimated" in (r["status"], r["source"]) and usable(r))
+
+
+def build_schedule(
+    result: EngineResult,
+    *,
+    inputs: dict[str, str | os.PathLike],
+    policy: str,
+    options: dict[str, Any],
+    config: EngineConfig,
+    rounds: int | None = None,
+) -> dict[str, Any]:
+    """The schedule document; `rounds` limits how many rounds are written (all if None)."""
+    first = result.solves[0] if result.solves else None
+    allocation = None
+    if first is not None:
+        allocation = {
+            "worker_types": result.worker_types,
+            "jobs": first.job_ids,
+            "x": [[round(float(v), 12) for v in row] for row in first.allocation.x],
+        }
+    kept = result.rounds if rounds is None else result.rounds[:rounds]
+    return {
+        "format": SCHEDULE_FORMAT,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "rota_version": __version__,
+        "inputs": {name: {"path": str(path), "digest": file_digest(path)} for name, path in inputs.items()},
+        "policy": {"name": policy, "options": options},
+        "round_s": config.round_s,
+        "solver": {
+            "status": first.allocation.status if first else "no jobs",
+            "solver": first.allocation.solver if first else None,
+            "objective": first.allocation.objective if first else None,
+            "build_s": first.allocation.build_s if first else 0.0,
+            "solve_s": first.allocation.solve_s if first else 0.0,
+            "n_classes": first.allocation.n_classes if first else None,
+            "resolves": [
+                {
+                    "time_s": s.time_s,
+                    "n_jobs": len(s.job_ids),
+                    "status": s.allocation.status,
+                    "objective": s.allocation.objective,
+                    "solve_s": s.allocation.solve_s,
+                }
+                for s in result.solves
+            ],
+        },
+        "allocation": allocation,
+        "rounds": [_round_record(r) for r in kept],
+        "rounds_total": len(result.rounds),
+        "jobs": {
+            jid: {
+                "model": o.job.job_type.model,
+                "batch_size": o.job.job_type.batch_size,
+                "command": o.job.command,
+                "arrival_s": o.job.arrival_s,
+                "total_steps": o.job.total_steps,
+                "steps_done_at_start": o.job.steps_done,
+                "expected_finish_s": o.finish_s,
+                "scale_factor": o.job.scale_factor,
+            }
+            for jid, o in result.outcomes.items()
+        },
+        "makespan_s": result.makespan_s,
+        "utilisation": utilisation(result),
+    }
+
+
+def _round_record(r: RoundRecord) -> dict[str, Any]:
+    return {
+        "index": r.index,
+        "start_s": r.start_s,
+        "end_s": r.end_s,
+        "assignments": [
+            {
+                "jobs": list(p.jobs),
+                "worker_type": p.worker_type,
+                "node": _nodes(p.gpus),
+                "gpus": [{"node": n, "gpu": g} for n, g in p.gpus],
+                "planned_steps": {jid: r.planned_steps[jid] for jid in p.jobs},
+            }
+            for p in r.placements
+        ],
+    }
+
+
+def _nodes(gpus: Any) -> str:
+    """The node of a gang, or several joined by '+' when it straddles nodes."""
+    seen: list[str] = []
+    for node, _ in gpus:
+        if node not in seen:
+            seen.append(node)
+    return "+".join(seen)
+
+
+def utilisation(result: EngineResult) -> dict[str, float]:
+    """Per worker type, busy GPU-seconds over GPU-seconds available until the makespan."""
+    present = {w: n for w, n in result.capacity.items() if n}
+    if not present:
+        return {w: 0.0 for w in result.worker_types}
+    per_type = utilisation_since_start(result.busy_gpu_s, present, result.makespan_s)
+    return {w: per_type.get(w, 0.0) for w in result.worker_types}
