@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 ROTA   := $(VENV)/bin/rota
 OUT    ?= out
 
-.PHONY: demo test bench clean
+.PHONY: demo test lint bench clean
 
 # Planner only (no torch): numpy, pandas, pyomo, highspy, typer, test tools.
 $(VENV)/.planner: pyproject.toml
@@ -27,6 +27,16 @@ demo: $(VENV)/.planner
 
 test: $(VENV)/.profiler
 	$(PY) -m pytest -q tests
+
+# Lint and type gate (CI runs it before the tests): ruff lint + format check, mypy.
+$(VENV)/.lint: $(VENV)/.planner
+	$(PY) -m pip install -q -e '.[lint]'
+	touch $@
+
+lint: $(VENV)/.lint
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 bench: $(VENV)/.profiler
 	$(PY) benchmarks/run_all.py

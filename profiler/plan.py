@@ -275,6 +275,7 @@ def _pair_list(
     if selection.pairs == "all":
         return list(combinations_with_replacement(jobs, 2))
     registry = selection.workloads()
+    assert not isinstance(selection.pairs, str)  # "all" and "none" returned above
     pairs = [(_job(a, registry), _job(b, registry)) for a, b in selection.pairs]
     unique: dict[frozenset, tuple[JobRef, JobRef]] = {}
     for a, b in pairs:

@@ -68,8 +68,9 @@ def _values(results: Sequence[WorkerResult]) -> dict:
         "throughput": throughput,
         "status": "ok",
         "samples_per_s": throughput * results[0].samples_per_step,
-        "step_time_median_s": max(r.step_time_median_s for r in results),
-        "step_time_iqr_s": max(r.step_time_iqr_s for r in results),
+        # every result here is "ok", so each carries its timings
+        "step_time_median_s": max(r.step_time_median_s or 0.0 for r in results),
+        "step_time_iqr_s": max(r.step_time_iqr_s or 0.0 for r in results),
         "n_steps": sum(r.n_steps for r in results),
         "peak_memory_bytes": max(r.peak_memory_bytes or 0 for r in results),
     }

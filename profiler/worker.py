@@ -118,7 +118,7 @@ def _coordinator(job: WorkerJob, barrier, pair_state, device):
 
 def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     builder = load_builder(job.builder)  # imports torch for real workloads, not for fakes
-    torch = sys.modules.get("torch")
+    torch: Any = sys.modules.get("torch")  # None for torch-free workloads (the tests' fakes)
     cuda = job.device.startswith("cuda")
     if torch is not None:
         if job.cpu_set:

@@ -95,9 +95,9 @@ def plan(
         )
     if progress is not None:
         raise InputError("--progress needs --state (next-round mode)", field="--progress")
-    for value, option in ((table, "--table"), (jobs, "--jobs"), (cluster, "--cluster")):
-        if value is None:
-            raise InputError("is required (or use --state for next-round mode)", field=option)
+    if table is None or jobs is None or cluster is None:
+        option = "--table" if table is None else "--jobs" if jobs is None else "--cluster"
+        raise InputError("is required (or use --state for next-round mode)", field=option)
     check_method(method or DEFAULT_METHOD)
     options = PlanOptions(
         policy=policy or PlanOptions.policy,
@@ -278,6 +278,12 @@ def plan_next_round_command(
     cluster_path = cluster or _state_input(saved, "cluster", state)
     if saved is None and (jobs is None or table_path is None or cluster_path is None):
         raise InputError(f"no state yet at {state}: give --jobs, --table and --cluster to start", field="--state")
+    if table_path is None or cluster_path is None:  # a state that does not record its inputs
+        raise InputError(
+            f"the state does not name its {'table' if table_path is None else 'cluster'}; give it with "
+            f"--{'table' if table_path is None else 'cluster'}",
+            path=state,
+        )
     spec = read_cluster(cluster_path)
     thr = read_table(table_path)
     require_table_rows(spec, thr, table_path)

@@ -156,11 +156,11 @@ def build_factor_matrices(table: ThroughputTable, zeros: str = "exclude") -> lis
                 solo[i, j] = own = table.solo(w, a)
                 if own <= 0:
                     continue  # a cannot run alone on w: no pair to estimate
-                r = pair_rows.get((w, a, b))
-                if r is None or _is_estimate(r):
+                pair = pair_rows.get((w, a, b))
+                if pair is None or _is_estimate(pair):
                     wanted[i, j] = True
-                elif r["status"] in RUNNABLE_STATUSES:
-                    values[i, j] = r["throughput"] / own
+                elif pair["status"] in RUNNABLE_STATUSES:
+                    values[i, j] = pair["throughput"] / own
                 else:
                     failed[i, j] = True
                     if zeros == "zero":

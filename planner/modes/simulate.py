@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from planner.errors import InputError
 from planner.formats.cluster import GAVEL_TYPE_ORDER, Cluster
@@ -23,16 +24,18 @@ from planner.formats.table import ThroughputTable
 from planner.modes.generator import JobGenerator
 from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
 from planner.policies import make_policy
-from planner.rounds.engine import Engine, EngineConfig
+from planner.policies.base import Policy
+from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundRecord
 
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
 OFFERED_LOAD_SAMPLE = 2000
 
 
-def gavel_shuffles(policy: str) -> bool:
-    """Gavel shuffles the worker-type order each round for policies whose internal
-    name has neither 'Perf' nor 'Packing' (spec §3.1): the agnostic ones."""
-    return not ("perf" in policy or "packed" in policy or policy.startswith("allox") or policy == "gandiva")
+def gavel_shuffles(policy: Policy) -> bool:
+    """Gavel shuffles the worker-type order each round for policies whose internal name has
+    neither 'Perf' nor 'Packing' (spec §3.1): the heterogeneity-agnostic ones, except Gandiva,
+    agnostic but registered as 'Gandiva_Packing'."""
+    return not policy.perf_aware and policy.name != "gandiva"
 
 
 # --------------------------------------------------------------------------- inputs
@@ -41,7 +44,7 @@ def gavel_shuffles(policy: str) -> bool:
 @dataclass
 class SimulationConfig:
     policy: str = "max_min_fairness_perf"
-    round_s: float = 360.0
+    round_s: float = DEFAULT_ROUND_S
     gavel_compat: bool = False
     seed: int = 0
     window: tuple[int, int] | None = None  # jobs [start, end) in arrival order; None: all
@@ -51,9 +54,9 @@ class SimulationConfig:
     max_active_jobs: int | None = None  # saturated beyond this many jobs in the system
     max_time_s: float | None = None  # saturated when the window is unfinished by then
 
-    def engine_config(self, policy_perf_aware: bool) -> EngineConfig:
+    def engine_config(self, policy: Policy) -> EngineConfig:
         if self.gavel_compat:
-            order = "shuffle" if gavel_shuffles(self.policy) else "fastest"
+            order = "shuffle" if gavel_shuffles(policy) else "fastest"
             return EngineConfig(
                 round_s=self.round_s,
                 min_resolve_interval_s=self.resolve_interval,
@@ -100,6 +103,7 @@ class Workload:
     def stream(self) -> Iterator[Job]:
         if self.jobs is not None:
             return iter(self.jobs)
+        assert self.generator is not None  # exactly one of jobs / generator (checked on creation)
         source = iter(self.generator)
         return itertools.islice(source, self.num_jobs) if self.num_jobs is not None else source
 
@@ -208,6 +212,77 @@ def _window(config: SimulationConfig, workload: Workload) -> tuple[int, int | No
 Progress = Callable[[float, int, int, int], None]  # (simulated s, window jobs done, window size, active)
 
 
+class _WindowWatch:
+    """When to stop stepping: the measurement window finished, or the load saturated the cluster.
+
+    Saturation (spec §6.4): more jobs in the system than `max_active`; the system grew by
+    more than half the window while the window's jobs arrived; or the window is still
+    unfinished long after its last arrival.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        workload: Workload,
+        start: int,
+        end: int | None,
+        config: SimulationConfig,
+        table: ThroughputTable,
+        cluster: Cluster,
+    ):
+        self.engine, self.workload, self.start, self.end = engine, workload, start, end
+        self.table, self.cluster = table, cluster
+        self.window_ids = None if end is None else {str(i) for i in range(start, end)}
+        self.size = (end - start) if end is not None else None
+        self.done = 0
+        self.arrivals: list[tuple[float, int]] = []  # (time, jobs in system) at window start / end arrivals
+        self.limit_s = config.max_time_s
+        self.max_active = config.max_active_jobs or max(200, 10 * cluster.total_gpus)
+
+    def in_window(self, job_id: str) -> bool:
+        return self.window_ids is None or job_id in self.window_ids
+
+    def count_finished(self, record: RoundRecord) -> bool:
+        """Count window jobs that finished in this round; True once the whole window is done."""
+        for jid in record.planned_steps:
+            out = self.engine.outcomes[jid]
+            if out.finish_s is not None and out.finish_s <= record.end_s and self.in_window(jid):
+                self.done += 1
+        if self.size is None:
+            self.size = _window_total(self.workload, self.start)
+        return self.size is not None and self.done >= self.size
+
+    def saturation(self, now: float, active: int) -> str | None:
+        """Why the run should stop as saturated, or None."""
+        if self.end is not None and len(self.arrivals) < 2:
+            index = self.end - 1 if self.arrivals else self.start
+            out = self.engine.outcomes.get(str(index))
+            if out is not None and out.job.arrival_s <= now:
+                self.arrivals.append((now, active))
+                if len(self.arrivals) == 2 and self.limit_s is None:
+                    self.limit_s = now + _drain_allowance(self.engine, self.window_ids, self.table, self.cluster)
+        if active > self.max_active:
+            return f"{active} jobs in the system (more than {self.max_active})"
+        if self.end is not None and len(self.arrivals) == 2:
+            grew = self.arrivals[1][1] - self.arrivals[0][1]
+            if grew > 0.5 * (self.end - self.start):
+                return f"jobs in the system grew by {grew} while the window's {self.end - self.start} jobs arrived"
+        if self.limit_s is not None and now > self.limit_s:
+            return f"window unfinished at {now / 3600:.0f} h (limit {self.limit_s / 3600:.0f} h)"
+        return None
+
+
+def _check_tables(cluster: Cluster, tables: list[ThroughputTable]) -> None:
+    for checked in tables:
+        missing = [w for w in cluster.names if w not in checked.worker_types]
+        if missing:
+            raise InputError(
+                f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
+                path=checked.path,
+                field="worker_type",
+            )
+
+
 def run_simulation(
     table: ThroughputTable,
     cluster: Cluster,
@@ -223,23 +298,15 @@ def run_simulation(
     `decision_table` (e.g. with estimated co-locations) is what the policy decides on;
     jobs progress at the throughputs of `table`, the true ones. None: `table` for both.
     """
-    for checked in (table,) if decision_table is None else (table, decision_table):
-        missing = [w for w in cluster.names if w not in checked.worker_types]
-        if missing:
-            raise InputError(
-                f"worker type(s) {', '.join(missing)} of the cluster have no rows in the table",
-                path=checked.path,
-                field="worker_type",
-            )
+    _check_tables(cluster, [table] if decision_table is None else [table, decision_table])
     if not config.round_s > 0:
         raise InputError(f"round length must be positive, got {config.round_s}", field="--round-length")
     start, end = _window(config, workload)
     load = workload.offered_load(table, cluster)
     if load >= 1.0:
-        reason = f"offered load {load:.2f} of the cluster's GPU time (>= 1): no policy can keep up"
         return SimulationResult(
             "saturated",
-            reason,
+            f"offered load {load:.2f} of the cluster's GPU time (>= 1): no policy can keep up",
             {"offered_load": load, "window": [start, end]},
             [],
             asdict(config),
@@ -252,75 +319,59 @@ def run_simulation(
         seed=config.seed,
         gavel_compat=config.gavel_compat,
     )
-    engine_config = config.engine_config(policy.perf_aware)
+    engine_config = config.engine_config(policy)
     feed = _Feed(workload.stream(), table, cluster)
     engine = Engine(table, cluster, policy, engine_config, source=feed, decision_table=decision_table)
-    started = time.perf_counter()
-
-    status, reason = "ok", None
-    max_active = config.max_active_jobs or max(200, 10 * cluster.total_gpus)
+    watch = _WindowWatch(engine, workload, start, end, config, table, cluster)
     leases = LeaseCounter()
-    window_ids = None if end is None else {str(i) for i in range(start, end)}
-    done_in_window = 0
-    window_size = (end - start) if end is not None else None
+    started = time.perf_counter()
+    status: str = "ok"
+    reason: str | None = None
+    cause: str | None = None
     last_report = 0.0
-    window_arrivals: list[tuple[float, int]] = []  # (time, jobs in system) at window start / end arrivals
-    limit_s = config.max_time_s
-
-    def in_window(job_id: str) -> bool:
-        return window_ids is None or job_id in window_ids
-
-    while True:
-        record = engine.step()
-        if record is None:
-            break
+    while (record := engine.step()) is not None:
         leases.add(record, engine.outcomes)
-        for jid in record.planned_steps:
-            out = engine.outcomes[jid]
-            if out.finish_s is not None and out.finish_s <= record.end_s and in_window(jid):
-                done_in_window += 1
-        if window_size is None:
-            window_size = _window_total(workload, start)
-        if window_size is not None and done_in_window >= window_size:
+        if watch.count_finished(record):
             break
-        now = engine.t
-        active = len(engine.active)
-        if end is not None and len(window_arrivals) < 2:
-            index = end - 1 if window_arrivals else start
-            out = engine.outcomes.get(str(index))
-            if out is not None and out.job.arrival_s <= now:
-                window_arrivals.append((now, active))
-                if len(window_arrivals) == 2 and limit_s is None:
-                    limit_s = now + _drain_allowance(engine, window_ids, table, cluster)
-        if active > max_active:
-            status, reason = "saturated", f"{active} jobs in the system (more than {max_active})"
+        now, active = engine.t or 0.0, len(engine.active)
+        cause = watch.saturation(now, active)
+        if cause is not None:
+            status, reason = "saturated", cause
             break
-        if len(window_arrivals) == 2 and window_arrivals[1][1] - window_arrivals[0][1] > 0.5 * (end - start):
-            grew = window_arrivals[1][1] - window_arrivals[0][1]
-            status, reason = (
-                "saturated",
-                (f"jobs in the system grew by {grew} while the window's {end - start} jobs arrived"),
-            )
-            break
-        if limit_s is not None and now > limit_s:
-            status, reason = "saturated", f"window unfinished at {now / 3600:.0f} h (limit {limit_s / 3600:.0f} h)"
-            break
-        if progress is not None:
-            wall = time.perf_counter()
-            if wall - last_report > 0.2:
-                last_report = wall
-                progress(now, done_in_window, window_size or 0, active)
+        if progress is not None and time.perf_counter() - last_report > 0.2:
+            last_report = time.perf_counter()
+            progress(now, watch.done, watch.size or 0, active)
     wall_s = time.perf_counter() - started
     if progress is not None:
-        progress(engine.t or 0.0, done_in_window, window_size or 0, len(engine.active))
+        progress(engine.t or 0.0, watch.done, watch.size or 0, len(engine.active))
 
     end_time = engine.t or 0.0
-    durations = workload.durations()
-    rows = _job_rows(engine, in_window, durations, end_time)
+    rows = _job_rows(engine, watch.in_window, workload.durations(), end_time)
+    metrics = _metrics(engine, rows, leases, cluster, load, end_time, wall_s)
+    metrics["window"] = [start, end if end is not None else start + (watch.size or 0)]
+    metrics["window_finished"] = watch.done
+    _add_rho(metrics, rows, reference_jct)
+    cfg = asdict(config)
+    cfg["resolve_interval_s"] = config.resolve_interval
+    cfg["decision_table"] = None if decision_table is None else str(decision_table.path)
+    cfg["engine"] = {k: v for k, v in asdict(engine_config).items()}
+    return SimulationResult(status, reason, metrics, rows, cfg, workload.description)
+
+
+def _metrics(
+    engine: Engine,
+    rows: list[dict],
+    leases: LeaseCounter,
+    cluster: Cluster,
+    load: float,
+    end_time: float,
+    wall_s: float,
+) -> dict[str, Any]:
     window_jct = {r["job_id"]: r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None}
     capacity = {w: cluster.capacity(w) for w in cluster.names}
     solves = [s for s in engine.solves if s.job_ids]
-    metrics = {
+    finished = sum(r["finish_s"] is not None for r in rows)
+    metrics: dict[str, Any] = {
         "offered_load": load,
         "jct_s": distribution(window_jct.values()),
         "makespan_s": end_time,
@@ -332,28 +383,29 @@ def run_simulation(
         "solver_s": sum(s.allocation.build_s + s.allocation.solve_s for s in solves),
         "rounds": engine.n_rounds,
         "jobs_arrived": len(rows),
-        "jobs_finished": sum(r["finish_s"] is not None for r in rows),
-        "window": [start, end if end is not None else start + (window_size or 0)],
-        "window_finished": done_in_window,
+        "jobs_finished": finished,
+        "window": None,
+        "window_finished": None,
         "wall_s": wall_s,
-        "jobs_per_wall_s": (sum(r["finish_s"] is not None for r in rows) / wall_s) if wall_s > 0 else None,
+        "jobs_per_wall_s": (finished / wall_s) if wall_s > 0 else None,
     }
-    low = [r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None and r["priority_weight"] == 1.0]
-    high = [r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None and r["priority_weight"] != 1.0]
+    in_window = [r for r in rows if r["in_window"] and r["jct_s"] is not None]
+    high = [r["jct_s"] for r in in_window if r["priority_weight"] != 1.0]
     if high:
-        metrics["jct_low_priority_s"] = distribution(low)
+        metrics["jct_low_priority_s"] = distribution([r["jct_s"] for r in in_window if r["priority_weight"] == 1.0])
         metrics["jct_high_priority_s"] = distribution(high)
-    if reference_jct is not None:
-        ratios = rho(window_jct, reference_jct)
-        for r in rows:
-            r["rho"] = ratios.get(r["job_id"])
-        metrics["rho"] = distribution(ratios.values())
-        metrics["rho_above_1"] = (sum(v > 1 for v in ratios.values()) / len(ratios)) if ratios else None
-    cfg = asdict(config)
-    cfg["resolve_interval_s"] = config.resolve_interval
-    cfg["decision_table"] = None if decision_table is None else str(decision_table.path)
-    cfg["engine"] = {k: v for k, v in asdict(engine_config).items()}
-    return SimulationResult(status, reason, metrics, rows, cfg, workload.description)
+    return metrics
+
+
+def _add_rho(metrics: dict[str, Any], rows: list[dict], reference_jct: dict[str, float] | None) -> None:
+    if reference_jct is None:
+        return
+    window_jct = {r["job_id"]: r["jct_s"] for r in rows if r["in_window"] and r["jct_s"] is not None}
+    ratios = rho(window_jct, reference_jct)
+    for r in rows:
+        r["rho"] = ratios.get(r["job_id"])
+    metrics["rho"] = distribution(ratios.values())
+    metrics["rho_above_1"] = (sum(v > 1 for v in ratios.values()) / len(ratios)) if ratios else None
 
 
 def _window_total(workload: Workload, start: int) -> int | None:

@@ -77,8 +77,8 @@ def rate_grid(text: str) -> list[float]:
     text = text.strip()
     try:
         if ":" in text:
-            lo, hi, k = text.split(":")
-            lo, hi, k = float(lo), float(hi), int(k)
+            lo_text, hi_text, k_text = text.split(":")
+            lo, hi, k = float(lo_text), float(hi_text), int(k_text)
             if k < 1 or hi < lo:
                 raise ValueError
             values = [lo + (hi - lo) * i / (k - 1) for i in range(k)] if k > 1 else [lo]
@@ -260,21 +260,34 @@ def run_sweep(
             if not skip_if_heavier(p):
                 record(run_point(spec, p, str(out_dir)))
     else:
-        queue = list(todo)
-        running: dict[Future, Point] = {}
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            while queue or running:
-                while queue and len(running) < jobs:
-                    p = queue.pop(0)
-                    if not skip_if_heavier(p):
-                        running[pool.submit(run_point, spec, p, str(out_dir))] = p
-                if not running:
-                    continue
-                finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in finished_now:
-                    running.pop(fut)
-                    record(fut.result())
+        _run_in_processes(spec, todo, out_dir, jobs, skip_if_heavier, record)
     return [done[p.key] for p in points]
+
+
+def _run_in_processes(
+    spec: SweepSpec,
+    todo: list[Point],
+    out_dir: Path,
+    jobs: int,
+    skip: Callable[[Point], bool],
+    record: Callable[[dict], None],
+) -> None:
+    """Up to `jobs` points at once, in grid order; a point is skipped (recorded saturated)
+    when a lighter load of its policy and seed saturated while it waited."""
+    queue = list(todo)
+    running: dict[Future, Point] = {}
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        while queue or running:
+            while queue and len(running) < jobs:
+                p = queue.pop(0)
+                if not skip(p):
+                    running[pool.submit(run_point, spec, p, str(out_dir))] = p
+            if not running:
+                continue
+            finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished_now:
+                running.pop(fut)
+                record(fut.result())
 
 
 def _load(rec: dict) -> float:

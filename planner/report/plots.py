@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +40,7 @@ def _save(fig, stem: Path, formats: Sequence[str]) -> list[Path]:
         if fmt not in FORMATS:
             raise InputError(f"unknown plot format {fmt!r} (use {', '.join(FORMATS)})", field="--plot-format")
         path = stem.parent / f"{stem.name}.{fmt}"  # not with_suffix: names like rate=0.4 hold dots
-        write_with(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight"))
+        write_with(path, functools.partial(_savefig, fig, fmt=fmt))
         paths.append(path)
     return paths
 
@@ -125,3 +127,7 @@ def plot_cdf(
     ax.set_ylabel("fraction of jobs")
     ax.set_ylim(0, 1.0)
     return _finish(plt, fig, ax, stem, formats, title)
+
+
+def _savefig(fig: Any, tmp: Path, *, fmt: str) -> None:
+    fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
