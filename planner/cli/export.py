@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from planner.cli.common import out as stdout
+from planner.export import canonical_format, export_schedule, load_context
 
 
 def export_command(
@@ -75,7 +76,6 @@ def export_command(
 
     Example: rota export slurm schedule.json --out launch/slurm
     """
-    from planner.export import canonical_format, export_schedule, load_context
 
     fmt = canonical_format(format)
     context = load_context(schedule, cluster=cluster, jobs=jobs, table=table, default_command=default_command)

@@ -13,8 +13,13 @@ from rich.table import Table
 from planner.cli.common import check_method, duration, err, out
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
+from planner.formats.cluster import read_cluster, require_table_rows
+from planner.formats.jobs import read_jobs
 from planner.formats.schedule import schedule_csv, write_schedule
+from planner.formats.table import read_table
+from planner.modes.next_round import next_round
 from planner.modes.plan import PlanOptions, plan_batch
+from planner.modes.state import read_progress, read_state, write_state
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
@@ -267,11 +272,6 @@ def plan_next_round_command(
     one K-round plan. Example: rota plan-next --state state.json --jobs data/jobs.csv
     --table data/throughputs.csv --cluster data/cluster.yaml --out round.json
     """
-    from planner.formats.cluster import read_cluster, require_table_rows
-    from planner.formats.jobs import read_jobs
-    from planner.formats.table import read_table
-    from planner.modes.next_round import next_round
-    from planner.modes.state import read_progress, read_state, write_state
 
     saved = read_state(state) if state.exists() else None
     table_path = table or _state_input(saved, "table", state)

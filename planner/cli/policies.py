@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import out
+from planner.policies import describe_policies
 
 
 def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")):
@@ -15,7 +16,6 @@ def policies(as_json: bool = typer.Option(False, "--json", help="Machine-readabl
 
     Example: rota policies
     """
-    from planner.policies import describe_policies
 
     described = describe_policies()
     if as_json:

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import out
-from planner.export.common import load_context
+from planner.export import load_context
 from planner.report.timeline import plot_gantt, round_slice, timeline_tables
 
 
@@ -29,7 +29,6 @@ def schedule_validate_command(
     pairs only where the table has a pair throughput, planned steps <= steps left, rounds
     contiguous. Example: rota schedule validate schedule.json
     """
-    from planner.export import load_context
 
     context = load_context(schedule, cluster=cluster, table=table, jobs=jobs, need_commands=False, need_table=True)
     problems = context.violations()

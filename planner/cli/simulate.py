@@ -8,11 +8,19 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from planner.cli.common import check_method, err, hours, out
 from planner.errors import InputError
+from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
+from planner.formats.trace import read_trace, write_trace
+from planner.modes.generator import GeneratorConfig, JobGenerator
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation
+from planner.modes.sweep import write_job_csv
+from planner.policies.lp import DEFAULT_METHOD
+from planner.rounds.engine import DEFAULT_ROUND_S
 
 
 def parse_window(text: Optional[str]) -> tuple[int, int] | None:
@@ -28,7 +36,6 @@ def parse_window(text: Optional[str]) -> tuple[int, int] | None:
 
 
 def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_type, fixed_duration_h):
-    from planner.modes.generator import GeneratorConfig, JobGenerator
 
     config = GeneratorConfig(
         seed=seed,
@@ -66,7 +73,6 @@ def trace_generate_command(
     Example: rota trace generate --table simulation_throughputs.json --num-jobs 1000
     --rate 2.0 --multi-gpu --seed 0 --out jobs.trace
     """
-    from planner.formats.trace import write_trace
 
     thr = load_table(table)
     gen = _generator(
@@ -134,7 +140,7 @@ def simulate_command(
     seed: int = typer.Option(0, "--seed", help="Gavel Scheduler seed: jobs, arrivals, shuffles, random policies."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of generated jobs get weight 5."),
-    round_s: float = typer.Option(360.0, "--round-length", min=1.0, help="Round length tau in seconds."),
+    round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length tau in seconds."),
     gavel_compat: bool = typer.Option(
         False,
         "--gavel-compat",
@@ -147,7 +153,7 @@ def simulate_command(
         min=0.0,
         help="Minimum seconds between re-solves (default 0, or 1920 with --gavel-compat).",
     ),
-    method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm or simplex."),
+    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class."),
     with_rho: bool = typer.Option(
         False, "--rho", help="Also run 'isolated' on the same trace for rho = JCT / JCT_isolated."
@@ -166,9 +172,6 @@ def simulate_command(
     Example: rota simulate --table simulation_throughputs.json --cluster 36:36:36
     --policy max_min_fairness_perf --rate 2.4 --window 4000:5000 --gavel-compat --out sim/
     """
-    from planner.formats.atomic import write_text_atomic
-    from planner.modes.simulate import SimulationConfig, Workload
-    from planner.modes.sweep import write_job_csv
 
     check_method(method)
     thr = load_table(table)
@@ -178,7 +181,6 @@ def simulate_command(
         raise InputError("give either --trace or generator options (--num-jobs / --rate), not both", field="--trace")
 
     def workload():
-        from planner.formats.trace import read_trace
 
         if trace is not None:
             return Workload(jobs=read_trace(trace, thr, spec), description={"trace": str(trace)})
@@ -244,9 +246,6 @@ def simulate_command(
 
 
 def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from planner.modes.simulate import run_simulation
 
     with Progress(
         TextColumn(f"[bold]{label}[/]"),

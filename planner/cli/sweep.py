@@ -7,13 +7,18 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from planner.cli.common import err, out
 from planner.cli.simulate import parse_window
 from planner.errors import InputError
 from planner.formats.inputs import load_cluster, load_table
+from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
+from planner.policies import POLICY_NAMES
+from planner.policies.lp import DEFAULT_METHOD
 from planner.report.sweep_figures import make_sweep_plots
+from planner.rounds.engine import DEFAULT_ROUND_S
 
 
 def sweep_command(
@@ -29,8 +34,8 @@ def sweep_command(
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get weight 5."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's simulator quirks (see 'rota simulate')."),
-    round_s: float = typer.Option(360.0, "--round-length", min=1.0, help="Round length tau in seconds."),
-    method: str = typer.Option("ipm", "--solver-method", help="HiGHS method: ipm or simplex."),
+    round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length tau in seconds."),
+    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Simulations run in parallel (worker processes)."),
     out_dir: Path = typer.Option(
@@ -49,8 +54,6 @@ def sweep_command(
     --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
     --window 4000:5000 --gavel-compat --jobs 8 --out fig8/
     """
-    from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
-    from planner.policies import POLICY_NAMES
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
     for name in names:
@@ -80,8 +83,6 @@ def sweep_command(
         solver_method=method,
         max_active_jobs=max_active,
     )
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(
         TextColumn("[bold]sweep[/]"),

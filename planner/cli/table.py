@@ -13,8 +13,9 @@ from planner.cli.common import out as stdout
 from planner.cli.common import user_errors
 from planner.errors import InputError
 from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
+from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
-from planner.formats.table import read_table, write_table
+from planner.formats.table import merge_tables, read_table, write_table
 
 table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
 
@@ -78,8 +79,6 @@ def table_import_gavel(
 
     Example: rota table import-gavel simulation_throughputs.json --out gavel.csv
     """
-    from planner.formats.gavel_json import import_gavel
-    from planner.formats.table import write_table
 
     t = import_gavel(source)
     write_table(t, out_path)
@@ -96,7 +95,6 @@ def table_export_gavel(
 
     Example: rota table export-gavel gavel.csv --out simulation_throughputs.json
     """
-    from planner.formats.gavel_json import export_gavel
 
     t = read_table(table)
     export_gavel(t, out_path)
@@ -113,7 +111,6 @@ def table_merge(
 
     Example: rota table merge cpu.csv h200.csv --out all.csv
     """
-    from planner.formats.table import merge_tables, write_table
 
     merged = merge_tables([read_table(p) for p in tables], path=out_path)
     write_table(merged, out_path)

@@ -25,6 +25,7 @@ from planner.modes.generator import JobGenerator
 from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
 from planner.policies import make_policy
 from planner.policies.base import Policy
+from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundRecord
 
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
@@ -49,7 +50,7 @@ class SimulationConfig:
     seed: int = 0
     window: tuple[int, int] | None = None  # jobs [start, end) in arrival order; None: all
     resolve_interval_s: float | None = None  # None: 1920 s with gavel_compat, else 0
-    solver_method: str = "ipm"
+    solver_method: str = DEFAULT_METHOD
     aggregate: bool = True
     max_active_jobs: int | None = None  # saturated beyond this many jobs in the system
     max_time_s: float | None = None  # saturated when the window is unfinished by then

@@ -20,10 +20,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from planner.errors import InputError
-from planner.formats.atomic import write_with
+from planner.formats.atomic import write_text_atomic, write_with
+from planner.formats.inputs import load_cluster, load_table
 from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.metrics import distribution, rho
 from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
+from planner.policies.lp import DEFAULT_METHOD
+from planner.rounds.engine import DEFAULT_ROUND_S
 
 RESULTS = "results.jsonl"
 SWEEP_FORMAT = "rota.sweep/v1"
@@ -58,8 +61,8 @@ class SweepSpec:
     multi_gpu: bool = False
     multi_priority: bool = False
     gavel_compat: bool = False
-    round_s: float = 360.0
-    solver_method: str = "ipm"
+    round_s: float = DEFAULT_ROUND_S
+    solver_method: str = DEFAULT_METHOD
     max_active_jobs: int | None = None
 
     def points(self) -> list[Point]:
@@ -98,7 +101,6 @@ _CACHE: dict[tuple[str, str], tuple] = {}
 
 
 def _inputs(spec: SweepSpec):
-    from planner.formats.inputs import load_cluster, load_table
 
     key = (spec.table, spec.cluster)
     if key not in _CACHE:
@@ -203,7 +205,6 @@ def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
                 field=changed[0],
             )
     out_dir.mkdir(parents=True, exist_ok=True)
-    from planner.formats.atomic import write_text_atomic
 
     write_text_atomic(path, json.dumps({"format": SWEEP_FORMAT, "setup": fixed}, indent=1) + "\n")
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
+from planner.formats.atomic import write_with
 
 FORMATS = ("png", "svg")
 
@@ -33,7 +34,6 @@ def _pyplot():
 
 
 def _save(fig, stem: Path, formats: Sequence[str]) -> list[Path]:
-    from planner.formats.atomic import write_with
 
     paths = []
     for fmt in formats:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from planner.modes.metrics import rho
 from planner.modes.sweep import read_job_csv
 from planner.report import plots
 
@@ -36,8 +37,6 @@ def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: f
         formats=formats,
     )
     if any(r["policy"] == "isolated" for r in chosen):
-        from planner.modes.metrics import rho
-
         iso = next(r for r in chosen if r["policy"] == "isolated")
         ref = {
             x["job_id"]: float(x["jct_s"])

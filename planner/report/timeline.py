@@ -7,6 +7,7 @@ from pathlib import Path
 from rich.table import Table
 
 from planner.errors import InputError
+from planner.formats.atomic import write_with
 
 
 def job_codes(schedule: dict) -> dict[str, str]:
@@ -98,7 +99,6 @@ def plot_gantt(schedule: dict, cluster, chosen: list[dict], path: Path) -> None:
         raise InputError(
             "--plot needs matplotlib, which is not installed (pip install matplotlib)", field="--plot"
         ) from None
-    from planner.formats.atomic import write_with
 
     rows = [(w, node, g) for w, spec in cluster.worker_types.items() for node, g in spec.gpu_slots()]
     index = {(node, g): k for k, (_, node, g) in enumerate(rows)}
