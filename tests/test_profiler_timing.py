@@ -120,9 +120,10 @@ def test_coordinator_can_discard_a_window():
 def test_real_clock_against_a_known_step_time():
     cfg = TimingConfig(warmup_steps=2, window_s=0.05, min_windows=5, budget_s=1.5, target_spread=0.05)
     m = measure(lambda: spin(0.004), cfg, clock=HostClock())
-    # Busy-waiting is exact to microseconds; only a descheduled step can be longer.
-    assert 0.004 <= m.median < 0.006
-    assert 150 < m.steps_per_s <= 250
+    # A busy-waiting step cannot take less than 4 ms, so a clock that under-reads fails here.
+    # No upper bound: on a loaded machine a descheduled step takes any time (no wall-clock asserts).
+    assert m.median >= 0.004
+    assert 0 < m.steps_per_s <= 250
 
 
 def test_config_validation():
