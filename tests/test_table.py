@@ -217,3 +217,12 @@ def test_pair_matrix_agrees_with_pair():
                 assert (own[a, b], partner[a, b]) == table.pair(w, ka, kb), (w, ka, kb)
     own, _ = table.pair_matrix("v100", kinds)
     assert own[1, 2] == 1.5 and own[2, 1] == 1.2 and own[1, 1] == 1.1 and own[0, 2] == 0.0
+
+
+def test_row_type_has_the_schema_columns(tmp_path):
+    from planner.formats.table import RUNNABLE_STATUSES, STATUSES, TableRow
+
+    assert set(TableRow.__annotations__) == set(COLUMNS)
+    assert STATUSES == ("ok", "oom", "failed", "estimated") and set(RUNNABLE_STATUSES) <= set(STATUSES)
+    rows = read_table(write_csv(tmp_path, GOOD)).rows
+    assert all(set(r) == set(COLUMNS) for r in rows)

@@ -14,11 +14,15 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from planner.errors import InputError
+from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int
+
+if TYPE_CHECKING:
+    from planner.formats.table import ThroughputTable
 
 # Gavel's three GPU types in its hard-coded visiting order (spec §5.4); also the order of
 # an inline "36:36:36" cluster (Gavel's -c option).
@@ -58,18 +62,8 @@ class Cluster:
         return sum(w.gpus for w in self.worker_types.values())
 
 
-def _positive_int(value: Any, *, path, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise InputError(f"expected a positive integer, got {value!r}", path=path, field=field)
-    if value <= 0:
-        raise InputError(f"must be a positive integer, got {value}", path=path, field=field)
-    return value
-
-
-def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
+def _check_document(data: Any, path: object) -> dict[str, Any]:
+    """The top level: known keys, format, and the worker type mapping it holds."""
     if not isinstance(data, dict):
         raise InputError("top level must be a mapping with 'worker_types'", path=path)
     unknown = set(data) - {"format", "name", "worker_types"}
@@ -81,55 +75,60 @@ def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
     types = data.get("worker_types")
     if not isinstance(types, dict) or not types:
         raise InputError("must map at least one worker type name to its spec", path=path, field="worker_types")
-    result: dict[str, WorkerType] = {}
+    return types
+
+
+def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        spec = {"gpus": spec}  # shorthand: v100: 4
+    if not isinstance(spec, dict):
+        raise at.error(where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour)")
+    unknown = set(spec) - _WORKER_KEYS
+    if unknown:
+        raise at.error(f"{where}.{sorted(unknown)[0]}", f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})")
+    if "gpus" not in spec:
+        raise at.error(f"{where}.gpus", "is required")
+    return spec
+
+
+def _node_names(name: str, spec: dict[str, Any], n_nodes: int, at: Where, where: str) -> list[str]:
+    nodes = spec.get("nodes")
+    if nodes is None:
+        return [f"{name}-{k}" for k in range(n_nodes)]
+    if not isinstance(nodes, list) or len(nodes) != n_nodes:
+        raise at.error(f"{where}.nodes", f"expected a list of {n_nodes} node names (gpus / gpus_per_node)")
+    return [str(node) for node in nodes]
+
+
+def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> WorkerType:
+    """One worker type; `seen_nodes` (node -> worker type) catches a node named twice."""
+    where = f"worker_types.{name}"
+    spec = _worker_spec(raw, at, where)
+    gpus = parse_int(spec["gpus"], at, f"{where}.gpus", positive=True, strict=True, wording=COUNT)
+    per_node = parse_int(
+        spec.get("gpus_per_node", gpus), at, f"{where}.gpus_per_node", positive=True, strict=True, wording=COUNT
+    )
+    if gpus % per_node:
+        raise at.error(f"{where}.gpus_per_node", f"{gpus} GPUs do not split into nodes of {per_node}")
+    nodes = _node_names(name, spec, gpus // per_node, at, where)
+    for node in nodes:
+        if node in seen_nodes:
+            raise at.error(f"{where}.nodes", f"node name {node!r} also used by {seen_nodes[node]}")
+        seen_nodes[node] = name
+    cost = spec.get("cost_per_gpu_hour")
+    if cost is not None:
+        cost = parse_float(cost, at, f"{where}.cost_per_gpu_hour", minimum=0, strict=True, wording=PRICE)
+    return WorkerType(name, gpus, per_node, tuple(nodes), cost)
+
+
+def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
+    """The cluster in a parsed YAML / JSON document; InputError naming the field path."""
+    types = _check_document(data, path)
+    at = Where(path)
     seen_nodes: dict[str, str] = {}
+    result: dict[str, WorkerType] = {}
     for name, spec in types.items():
-        name = str(name)
-        where = f"worker_types.{name}"
-        if isinstance(spec, int) and not isinstance(spec, bool):
-            spec = {"gpus": spec}  # shorthand: v100: 4
-        if not isinstance(spec, dict):
-            raise InputError(
-                "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour)", path=path, field=where
-            )
-        unknown = set(spec) - _WORKER_KEYS
-        if unknown:
-            raise InputError(
-                f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})",
-                path=path,
-                field=f"{where}.{sorted(unknown)[0]}",
-            )
-        if "gpus" not in spec:
-            raise InputError("is required", path=path, field=f"{where}.gpus")
-        gpus = _positive_int(spec["gpus"], path=path, field=f"{where}.gpus")
-        per_node = _positive_int(spec.get("gpus_per_node", gpus), path=path, field=f"{where}.gpus_per_node")
-        if gpus % per_node:
-            raise InputError(
-                f"{gpus} GPUs do not split into nodes of {per_node}", path=path, field=f"{where}.gpus_per_node"
-            )
-        n_nodes = gpus // per_node
-        nodes = spec.get("nodes")
-        if nodes is None:
-            nodes = [f"{name}-{k}" for k in range(n_nodes)]
-        if not isinstance(nodes, list) or len(nodes) != n_nodes:
-            raise InputError(
-                f"expected a list of {n_nodes} node names (gpus / gpus_per_node)", path=path, field=f"{where}.nodes"
-            )
-        for node in nodes:
-            node = str(node)
-            if node in seen_nodes:
-                raise InputError(
-                    f"node name {node!r} also used by {seen_nodes[node]}", path=path, field=f"{where}.nodes"
-                )
-            seen_nodes[node] = name
-        cost = spec.get("cost_per_gpu_hour")
-        if cost is not None:
-            if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not cost >= 0 or cost == float("inf"):
-                raise InputError(
-                    f"expected a non-negative number, got {cost!r}", path=path, field=f"{where}.cost_per_gpu_hour"
-                )
-            cost = float(cost)
-        result[name] = WorkerType(name, gpus, per_node, tuple(str(n) for n in nodes), cost)
+        result[str(name)] = _worker_type(str(name), spec, at, seen_nodes)
     return Cluster(result, path=str(path))
 
 
@@ -145,7 +144,7 @@ def read_cluster(path: str | os.PathLike) -> Cluster:
     return cluster_from_dict(data, path=path)
 
 
-def require_table_rows(cluster: Cluster, table, table_path: object) -> None:
+def require_table_rows(cluster: Cluster, table: ThroughputTable, table_path: object) -> None:
     """Every worker type of the cluster must appear in the throughput table."""
     missing = [w for w in cluster.names if w not in table.worker_types]
     if missing:

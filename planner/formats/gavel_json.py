@@ -16,11 +16,12 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
+from planner.formats.fields import Where, parse_float
 from planner.formats.files import read_json
 from planner.formats.table import COLUMNS, ThroughputTable, model_label, split_model_label
 
 
-def _parse_key(key: str, *, path, where: str) -> tuple[str, int]:
+def _parse_key(key: str, *, path: object, where: str) -> tuple[str, int]:
     try:
         value = ast.literal_eval(key)
         model, scale = value
@@ -31,19 +32,21 @@ def _parse_key(key: str, *, path, where: str) -> tuple[str, int]:
     return model, scale
 
 
-def _row(worker_type: str, name: str, scale: int, partner: str | None, value: Any, *, path, where: str) -> dict:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"expected a number, got {value!r}", path=path, field=where)
+def _row(
+    worker_type: str, name: str, scale: int, partner: str | None, value: Any, *, path: object, where: str
+) -> dict[str, Any]:
+    """A raw table record; the table's own checks then run on it (NaN is reported there)."""
+    throughput = parse_float(value, Where(path), where, strict=True, finite=False)
     model, batch = split_model_label(name)
-    row = {
+    row: dict[str, Any] = {
         "worker_type": worker_type,
         "model": model,
         "batch_size": batch or "",
         "scale_factor": scale,
         "partner_model": "",
         "partner_batch_size": "",
-        "throughput": float(value),
-        "status": "ok" if value > 0 else "failed",
+        "throughput": throughput,
+        "status": "ok" if throughput > 0 else "failed",
         "source": "imported",
     }
     if partner is not None:
@@ -83,7 +86,7 @@ def import_gavel(path: str | os.PathLike) -> ThroughputTable:
 def to_gavel(table: ThroughputTable) -> dict[str, dict[str, dict[str, Any]]]:
     """Gavel's nested dict; key order follows the table's row order."""
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    pair_value = {}
+    pair_value: dict[tuple, float] = {}
     for r in table.rows:
         if r["partner_model"] is not None:
             pair_value[

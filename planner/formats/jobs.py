@@ -10,7 +10,6 @@ JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ import pandas as pd
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
+from planner.formats.fields import JOB_LIST, Where, optional_float, optional_text, required_text, whole
 from planner.formats.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
@@ -65,39 +65,108 @@ class Job:
         return replace(self, steps_done=steps_done)
 
 
-def _blank(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip() == "")
+def _number(raw: Mapping[str, Any], field: str, at: Where, *, positive: bool = False) -> float | None:
+    """A non-negative (or positive) number, None when blank."""
+    return optional_float(
+        raw.get(field), at, field, minimum=None if positive else 0, positive=positive, wording=JOB_LIST
+    )
 
 
-def _number(raw, field, *, path, row, default=None, positive=False, integer=False):
-    value = raw.get(field)
-    if _blank(value):
-        if default is None:
-            return None
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {value!r}", path=path, row=row, field=field) from None
-    if math.isnan(number):
-        raise InputError("is NaN", path=path, row=row, field=field)
-    if math.isinf(number):
-        raise InputError("is infinite", path=path, row=row, field=field)
-    if number < 0 or (positive and number == 0):
-        raise InputError(
-            f"must be {'positive' if positive else 'non-negative'}, got {value!r}", path=path, row=row, field=field
-        )
-    if integer:
-        if not number.is_integer():
-            raise InputError(f"expected an integer, got {value!r}", path=path, row=row, field=field)
-        return int(number)
-    return number
+def _count(raw: Mapping[str, Any], field: str, at: Where) -> int | None:
+    """A positive whole number, None when blank (range checked before wholeness, as always)."""
+    number = _number(raw, field, at, positive=True)
+    return None if number is None else whole(number, raw.get(field), at, field)
 
 
 def _fastest_type(table: ThroughputTable, cluster: Cluster, job_type: JobType) -> str | None:
     rates = [(table.solo(w, job_type), w) for w in cluster.names]
     rate, name = max(rates, key=lambda r: r[0])
     return name if rate > 0 else None
+
+
+def _check_columns(columns: Iterable[str], path: object) -> None:
+    for column in columns:
+        if column not in JOB_COLUMNS:
+            raise InputError(
+                f"unknown column (expected a subset of: {', '.join(JOB_COLUMNS)})", path=path, field=column
+            )
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What every row is checked against."""
+
+    table: ThroughputTable
+    cluster: Cluster
+    models: frozenset[str]  # the table's models
+    biggest: int  # GPUs of the largest worker type
+
+
+def _job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> JobType:
+    """The row's model, batch size and scale factor: in the table and runnable in the cluster."""
+    table, cluster = inputs.table, inputs.cluster
+    model = required_text(raw.get("model"), at, "model")
+    if model not in inputs.models:
+        raise at.error("model", f"unknown model {model!r}: not in the throughput table {table.path}")
+    batch = _count(raw, "batch_size", at)
+    scale = _count(raw, "scale_factor", at)
+    scale = 1 if scale is None else scale
+    if scale > inputs.biggest:
+        raise at.error(
+            "scale_factor", f"scale factor {scale} is larger than any worker type's GPU count ({inputs.biggest})"
+        )
+    job_type = JobType(model, batch, scale)
+    if not any(table.has(w, job_type) for w in table.worker_types):
+        raise at.error(
+            "batch_size", f"unknown job type {job_type.label!r}: no such row in the throughput table {table.path}"
+        )
+    if not any(table.solo(w, job_type) > 0 and cluster.capacity(w) >= scale for w in cluster.names):
+        raise at.error(
+            "model",
+            f"{job_type.label} cannot run on any worker type of the cluster "
+            f"(no positive throughput with {scale} GPU(s))",
+        )
+    return job_type
+
+
+def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: JobType) -> float:
+    """total_steps, or duration_s times the job's rate on its reference worker type."""
+    steps = _number(raw, "total_steps", at, positive=True)
+    duration = _number(raw, "duration_s", at, positive=True)
+    if steps is not None and duration is None:
+        return steps
+    if steps is not None or duration is None:
+        raise at.error("total_steps", "give exactly one of total_steps and duration_s")
+    ref = optional_text(raw.get("reference_worker_type"))
+    if ref is None:
+        ref = _fastest_type(inputs.table, inputs.cluster, job_type)
+    rate = 0.0 if ref is None else inputs.table.solo(ref, job_type)
+    if rate <= 0:
+        raise at.error("reference_worker_type", f"{job_type.label} has no positive throughput on {ref!r}")
+    return duration * rate
+
+
+def _parse_job(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_id: str) -> Job:
+    job_type = _job_type(raw, at, inputs)
+    steps = _total_steps(raw, at, inputs, job_type)
+    weight = _number(raw, "priority_weight", at, positive=True)
+    arrival = _number(raw, "arrival_s", at)
+    slo = _number(raw, "slo_s", at, positive=True)
+    done = _number(raw, "steps_done", at)
+    done = 0.0 if done is None else done
+    if done >= steps:
+        raise at.error("steps_done", f"steps_done ({done:g}) must be below total_steps ({steps:g})")
+    return Job(
+        job_id,
+        job_type,
+        float(steps),
+        1.0 if weight is None else float(weight),
+        0.0 if arrival is None else float(arrival),
+        optional_text(raw.get("entity")),
+        slo,
+        float(done),
+        optional_text(raw.get("command")),
+    )
 
 
 def parse_jobs(
@@ -108,92 +177,26 @@ def parse_jobs(
     path: object = "<jobs>",
     columns: Iterable[str] | None = None,
 ) -> list[Job]:
+    """Validated jobs, in file order; InputError naming the row and field of the first fault."""
     records = list(records)
-    if columns is None:
-        columns = {k for rec in records for k in rec}
-    for column in columns:
-        if column not in JOB_COLUMNS:
-            raise InputError(
-                f"unknown column (expected a subset of: {', '.join(JOB_COLUMNS)})", path=path, field=column
-            )
+    _check_columns({k for rec in records for k in rec} if columns is None else columns, path)
     if not records:
         raise InputError("no jobs", path=path)
-    known_models = {jt.model for jt in table.job_types}
-    biggest = max(w.gpus for w in cluster.worker_types.values())
+    inputs = _Inputs(
+        table,
+        cluster,
+        frozenset(jt.model for jt in table.job_types),
+        max(w.gpus for w in cluster.worker_types.values()),
+    )
     jobs: list[Job] = []
     seen: dict[str, int] = {}
     for row, raw in enumerate(records, start=1):
-        if _blank(raw.get("job_id")):
-            raise InputError("is required", path=path, row=row, field="job_id")
-        job_id = str(raw["job_id"]).strip()
+        at = Where(path, row)
+        job_id = required_text(raw.get("job_id"), at, "job_id")
         if job_id in seen:
-            raise InputError(
-                f"duplicate job id {job_id!r} (first in row {seen[job_id]})", path=path, row=row, field="job_id"
-            )
+            raise at.error("job_id", f"duplicate job id {job_id!r} (first in row {seen[job_id]})")
         seen[job_id] = row
-        if _blank(raw.get("model")):
-            raise InputError("is required", path=path, row=row, field="model")
-        model = str(raw["model"]).strip()
-        if model not in known_models:
-            raise InputError(
-                f"unknown model {model!r}: not in the throughput table {table.path}", path=path, row=row, field="model"
-            )
-        batch = _number(raw, "batch_size", path=path, row=row, positive=True, integer=True)
-        scale = _number(raw, "scale_factor", path=path, row=row, default=1, positive=True, integer=True)
-        if scale > biggest:
-            raise InputError(
-                f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
-                path=path,
-                row=row,
-                field="scale_factor",
-            )
-        job_type = JobType(model, batch, scale)
-        if not any(table.has(w, job_type) for w in table.worker_types):
-            raise InputError(
-                f"unknown job type {job_type.label!r}: no such row in the throughput table {table.path}",
-                path=path,
-                row=row,
-                field="batch_size",
-            )
-        runnable = [w for w in cluster.names if table.solo(w, job_type) > 0 and cluster.capacity(w) >= scale]
-        if not runnable:
-            raise InputError(
-                f"{job_type.label} cannot run on any worker type of the cluster "
-                f"(no positive throughput with {scale} GPU(s))",
-                path=path,
-                row=row,
-                field="model",
-            )
-
-        steps = _number(raw, "total_steps", path=path, row=row, positive=True)
-        duration = _number(raw, "duration_s", path=path, row=row, positive=True)
-        if (steps is None) == (duration is None):
-            raise InputError("give exactly one of total_steps and duration_s", path=path, row=row, field="total_steps")
-        if duration is not None:
-            ref = raw.get("reference_worker_type")
-            ref = _fastest_type(table, cluster, job_type) if _blank(ref) else str(ref).strip()
-            rate = table.solo(ref, job_type)
-            if rate <= 0:
-                raise InputError(
-                    f"{job_type.label} has no positive throughput on {ref!r}",
-                    path=path,
-                    row=row,
-                    field="reference_worker_type",
-                )
-            steps = duration * rate
-        weight = _number(raw, "priority_weight", path=path, row=row, default=1.0, positive=True)
-        arrival = _number(raw, "arrival_s", path=path, row=row, default=0.0)
-        slo = _number(raw, "slo_s", path=path, row=row, positive=True)
-        done = _number(raw, "steps_done", path=path, row=row, default=0.0)
-        if done >= steps:
-            raise InputError(
-                f"steps_done ({done:g}) must be below total_steps ({steps:g})", path=path, row=row, field="steps_done"
-            )
-        entity = None if _blank(raw.get("entity")) else str(raw["entity"]).strip()
-        command = None if _blank(raw.get("command")) else str(raw["command"]).strip()
-        jobs.append(
-            Job(job_id, job_type, float(steps), float(weight), float(arrival), entity, slo, float(done), command)
-        )
+        jobs.append(_parse_job(raw, at, inputs, job_id))
     return jobs
 
 

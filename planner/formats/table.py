@@ -14,19 +14,31 @@ This module imports neither torch nor anything from the profiler.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict, get_args
 
 import numpy as np
 import pandas as pd
 
 from planner.errors import InputError
 from planner.formats.atomic import write_with
+from planner.formats.fields import (
+    TABLE_INTEGER,
+    TABLE_NUMBER,
+    Where,
+    is_blank,
+    optional_float,
+    optional_int,
+    optional_text,
+    parse_choice,
+    parse_float,
+    parse_int,
+    required_text,
+)
 
 TABLE_FORMAT = "rota.table/v1"
 
@@ -44,13 +56,39 @@ PROVENANCE_COLUMNS = ["source", "device_name", "host", "torch_version", "measure
 COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS
 REQUIRED_COLUMNS = ["worker_type", "model", "scale_factor", "throughput"]
 
-STATUSES = ("ok", "oom", "failed", "estimated")
-RUNNABLE_STATUSES = ("ok", "estimated")
-SOURCES = ("measured", "imported", "estimated", "synthetic")
+# What a row's status and source may say (written verbatim in table files).
+Status = Literal["ok", "oom", "failed", "estimated"]
+Source = Literal["measured", "imported", "estimated", "synthetic"]
+STATUSES: tuple[Status, ...] = get_args(Status)
+RUNNABLE_STATUSES: tuple[Status, ...] = ("ok", "estimated")
+SOURCES: tuple[Source, ...] = get_args(Source)
 
 _INT_COLUMNS = ("batch_size", "partner_batch_size", "n_steps", "peak_memory_bytes")
 _FLOAT_COLUMNS = ("throughput", "samples_per_s", "step_time_median_s", "step_time_iqr_s")
 _GAVEL_NAME = re.compile(r"^(?P<model>.*) \(batch size (?P<bs>\d+)\)$")
+
+
+class TableRow(TypedDict):
+    """One validated row: every column of COLUMNS, None where a file leaves it empty."""
+
+    worker_type: str
+    model: str
+    batch_size: int | None
+    scale_factor: int
+    partner_model: str | None
+    partner_batch_size: int | None
+    throughput: float  # steps/s of the whole job; 0.0 when the status is not runnable
+    status: Status
+    samples_per_s: float | None
+    step_time_median_s: float | None
+    step_time_iqr_s: float | None
+    n_steps: int | None
+    peak_memory_bytes: int | None
+    source: Source | None
+    device_name: str | None
+    host: str | None
+    torch_version: str | None
+    measured_at: str | None
 
 
 @dataclass(frozen=True)
@@ -89,110 +127,70 @@ def split_model_label(label: str) -> tuple[str, int | None]:
 # --------------------------------------------------------------------------- parsing
 
 
-def _is_blank(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return False  # NaN is reported as NaN, not as "missing"
-    return isinstance(value, str) and value.strip() == ""
+def _partner(raw: Mapping[str, Any], at: Where) -> tuple[str | None, int | None]:
+    partner = optional_text(raw.get("partner_model"))
+    batch = optional_int(raw.get("partner_batch_size"), at, "partner_batch_size", minimum=1, wording=TABLE_INTEGER)
+    if partner is None and batch is not None:
+        raise at.error("partner_batch_size", "set without partner_model")
+    return partner, batch
 
 
-def _parse_int(value: Any, *, path, row, field, minimum: int) -> int:
-    try:
-        if isinstance(value, str):
-            number = float(value.strip())
-        else:
-            number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"expected an integer, got {value!r}", path=path, row=row, field=field) from None
-    if math.isnan(number):
-        raise InputError("is NaN", path=path, row=row, field=field)
-    if not number.is_integer():
-        raise InputError(f"expected an integer, got {value!r}", path=path, row=row, field=field)
-    if number < minimum:
-        raise InputError(f"must be >= {minimum}, got {int(number)}", path=path, row=row, field=field)
-    return int(number)
+def _throughput(value: Any, status: Status, at: Where) -> float:
+    """Steps/s; required (and positive) exactly when the status says the job runs."""
+    runnable = status in RUNNABLE_STATUSES
+    if is_blank(value):
+        if runnable:
+            raise at.error("throughput", f"is required when status is '{status}'")
+        return 0.0
+    throughput = parse_float(value, at, "throughput", minimum=0, wording=TABLE_NUMBER)
+    if runnable and throughput == 0.0:
+        raise at.error(
+            "throughput", f"is 0 with status '{status}'; mark a job that cannot run with status 'oom' or 'failed'"
+        )
+    if not runnable and throughput != 0.0:
+        raise at.error("throughput", f"must be 0 or empty when status is '{status}'")
+    return throughput
 
 
-def _parse_float(value: Any, *, path, row, field) -> float:
-    try:
-        number = float(value.strip()) if isinstance(value, str) else float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {value!r}", path=path, row=row, field=field) from None
-    if math.isnan(number):
-        raise InputError("is NaN", path=path, row=row, field=field)
-    if math.isinf(number):
-        raise InputError("is infinite", path=path, row=row, field=field)
-    if number < 0:
-        raise InputError(f"must not be negative, got {number}", path=path, row=row, field=field)
-    return number
+def _measure(raw: Mapping[str, Any], at: Where, field: str) -> float | None:
+    return optional_float(raw.get(field), at, field, minimum=0, wording=TABLE_NUMBER)
 
 
-def _parse_row(raw: Mapping[str, Any], *, path, row: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in ("worker_type", "model"):
-        value = raw.get(field)
-        if _is_blank(value):
-            raise InputError("is required", path=path, row=row, field=field)
-        out[field] = str(value).strip()
-    out["scale_factor"] = _parse_int(
-        raw.get("scale_factor", 1) if not _is_blank(raw.get("scale_factor")) else 1,
-        path=path,
-        row=row,
-        field="scale_factor",
-        minimum=1,
+def _count(raw: Mapping[str, Any], at: Where, field: str) -> int | None:
+    return optional_int(raw.get(field), at, field, minimum=0, wording=TABLE_INTEGER)
+
+
+def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
+    """One raw record (CSV cells or Python values) as a validated row, or InputError.
+    Fields are checked in column order, so a row's first fault is the one reported."""
+    at = Where(path, row)
+    worker_type = required_text(raw.get("worker_type"), at, "worker_type")
+    model = required_text(raw.get("model"), at, "model")
+    scale = raw.get("scale_factor")
+    scale_factor = parse_int(1 if is_blank(scale) else scale, at, "scale_factor", minimum=1, wording=TABLE_INTEGER)
+    batch_size = optional_int(raw.get("batch_size"), at, "batch_size", minimum=1, wording=TABLE_INTEGER)
+    partner_model, partner_batch_size = _partner(raw, at)
+    status = parse_choice(raw.get("status"), at, "status", STATUSES, what="status") or "ok"
+    return TableRow(
+        worker_type=worker_type,
+        model=model,
+        scale_factor=scale_factor,
+        batch_size=batch_size,
+        partner_batch_size=partner_batch_size,
+        partner_model=partner_model,
+        status=status,
+        throughput=_throughput(raw.get("throughput"), status, at),
+        samples_per_s=_measure(raw, at, "samples_per_s"),
+        step_time_median_s=_measure(raw, at, "step_time_median_s"),
+        step_time_iqr_s=_measure(raw, at, "step_time_iqr_s"),
+        n_steps=_count(raw, at, "n_steps"),
+        peak_memory_bytes=_count(raw, at, "peak_memory_bytes"),
+        source=parse_choice(raw.get("source"), at, "source", SOURCES, what="source"),
+        device_name=optional_text(raw.get("device_name")),
+        host=optional_text(raw.get("host")),
+        torch_version=optional_text(raw.get("torch_version")),
+        measured_at=optional_text(raw.get("measured_at")),
     )
-    for field in ("batch_size", "partner_batch_size"):
-        value = raw.get(field)
-        out[field] = None if _is_blank(value) else _parse_int(value, path=path, row=row, field=field, minimum=1)
-    partner = raw.get("partner_model")
-    out["partner_model"] = None if _is_blank(partner) else str(partner).strip()
-    if out["partner_model"] is None and out["partner_batch_size"] is not None:
-        raise InputError("set without partner_model", path=path, row=row, field="partner_batch_size")
-
-    status = raw.get("status")
-    status = "ok" if _is_blank(status) else str(status).strip().lower()
-    if status not in STATUSES:
-        raise InputError(
-            f"unknown status {status!r} (expected one of {', '.join(STATUSES)})", path=path, row=row, field="status"
-        )
-    out["status"] = status
-
-    value = raw.get("throughput")
-    if _is_blank(value):
-        if status in RUNNABLE_STATUSES:
-            raise InputError(f"is required when status is '{status}'", path=path, row=row, field="throughput")
-        out["throughput"] = 0.0
-    else:
-        out["throughput"] = _parse_float(value, path=path, row=row, field="throughput")
-    if status in RUNNABLE_STATUSES and out["throughput"] == 0.0:
-        raise InputError(
-            f"is 0 with status '{status}'; mark a job that cannot run with status 'oom' or 'failed'",
-            path=path,
-            row=row,
-            field="throughput",
-        )
-    if status not in RUNNABLE_STATUSES and out["throughput"] != 0.0:
-        raise InputError(f"must be 0 or empty when status is '{status}'", path=path, row=row, field="throughput")
-
-    for field in ("samples_per_s", "step_time_median_s", "step_time_iqr_s"):
-        value = raw.get(field)
-        out[field] = None if _is_blank(value) else _parse_float(value, path=path, row=row, field=field)
-    for field in ("n_steps", "peak_memory_bytes"):
-        value = raw.get(field)
-        out[field] = None if _is_blank(value) else _parse_int(value, path=path, row=row, field=field, minimum=0)
-
-    source = raw.get("source")
-    source = None if _is_blank(source) else str(source).strip().lower()
-    if source is not None and source not in SOURCES:
-        raise InputError(
-            f"unknown source {source!r} (expected one of {', '.join(SOURCES)})", path=path, row=row, field="source"
-        )
-    out["source"] = source
-    for field in ("device_name", "host", "torch_version", "measured_at"):
-        value = raw.get(field)
-        out[field] = None if _is_blank(value) else str(value).strip()
-    return out
 
 
 def _row_key(r: Mapping[str, Any]) -> tuple:
@@ -214,7 +212,7 @@ def _describe_key(key: tuple) -> str:
 
 def validate_records(
     records: Iterable[Mapping[str, Any]], *, columns: Iterable[str], path: object = "<table>"
-) -> list[dict[str, Any]]:
+) -> list[TableRow]:
     """Parse and check raw rows; return normalised rows or raise InputError.
 
     Row numbers in messages count data rows from 1 (the CSV header is not a row).
@@ -227,7 +225,7 @@ def validate_records(
         if column not in columns:
             raise InputError("required column is missing", path=path, field=column)
 
-    rows: list[dict[str, Any]] = []
+    rows: list[TableRow] = []
     first_seen: dict[tuple, int] = {}
     for index, raw in enumerate(records, start=1):
         parsed = _parse_row(raw, path=path, row=index)
@@ -266,7 +264,7 @@ def validate_records(
 class ThroughputTable:
     """Validated rows plus fast lookups of solo and co-located throughputs."""
 
-    def __init__(self, rows: list[dict[str, Any]], path: object = "<table>"):
+    def __init__(self, rows: list[TableRow], path: object = "<table>"):
         self.rows = rows
         self.path = path
         self._solo: dict[tuple[str, JobType], float] = {}
@@ -334,13 +332,13 @@ class ThroughputTable:
                 grid[number[a], number[b]] = rate
             dense = self._pair_dense = (number, arrays)
         number, arrays = dense
-        grid = arrays.get(worker_type)
-        if grid is None:
+        rates = arrays.get(worker_type)
+        if rates is None:
             zero = np.zeros((len(job_types), len(job_types)))
             return zero, zero.copy()
-        missing = len(grid) - 1
+        missing = len(rates) - 1
         index = [number.get(jt, missing) for jt in job_types]
-        own = grid[np.ix_(index, index)]
+        own = rates[np.ix_(index, index)]
         partner = own.T
         ok = (own > 0) & (partner > 0)
         return np.where(ok, own, 0.0), np.where(ok, partner, 0.0)
@@ -362,12 +360,11 @@ class ThroughputTable:
 
 
 def _records_from_frame(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    records = frame.to_dict(orient="records")
-    for rec in records:
-        for key, value in rec.items():
-            if value is pd.NA or value is None:
-                rec[key] = ""
-    return records
+    """Raw records with missing cells as empty strings (what a CSV cell holds)."""
+    return [
+        {str(key): "" if value is pd.NA or value is None else value for key, value in rec.items()}
+        for rec in frame.to_dict(orient="records")
+    ]
 
 
 def read_table(path: str | os.PathLike) -> ThroughputTable:
@@ -409,7 +406,7 @@ def write_table(table: ThroughputTable, path: str | os.PathLike) -> None:
 
 def merge_tables(tables: Iterable[ThroughputTable], path: object = "<merged>") -> ThroughputTable:
     """Union of tables; on duplicate keys the later table's row wins."""
-    merged: dict[tuple, dict[str, Any]] = {}
+    merged: dict[tuple, TableRow] = {}
     for table in tables:
         for r in table.rows:
             merged[_row_key(r)] = r
@@ -424,7 +421,7 @@ def append_rows(path: str | os.PathLike, new_rows: Iterable[Mapping[str, Any]]) 
     partner check runs only on the final table read by the planner.
     """
     path = Path(path)
-    existing: dict[tuple, dict[str, Any]] = {}
+    existing: dict[tuple, TableRow] = {}
     if path.exists():
         for r in _read_rows_unchecked(path):
             existing[_row_key(r)] = r
@@ -436,7 +433,7 @@ def append_rows(path: str | os.PathLike, new_rows: Iterable[Mapping[str, Any]]) 
     return table
 
 
-def _read_rows_unchecked(path: Path) -> list[dict[str, Any]]:
+def _read_rows_unchecked(path: Path) -> list[TableRow]:
     """Rows parsed one by one, without cross-row checks (for appending)."""
     if path.suffix.lower() == ".csv":
         records = _records_from_frame(pd.read_csv(path, dtype=str, keep_default_na=False))

@@ -13,10 +13,12 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster
+from planner.formats.fields import TRACE, Where, check_range, parse_float, parse_int
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.table import JobType, ThroughputTable, split_model_label
 
@@ -53,23 +55,97 @@ def default_reference_type(table: ThroughputTable, cluster: Cluster | None = Non
 # --------------------------------------------------------------------------- Gavel .trace files
 
 
-def _trace_field(parts: list[str], i: int, kind, *, path, line: int, minimum=None):
-    name = TRACE_COLUMNS[i]
-    raw = parts[i].strip()
-    what = "an integer" if kind is int else "a number"
+# The numeric columns as (whole number?, minimum), parsed in this order.
+_NUMERIC_COLUMNS = {
+    "total_steps": (False, 0),
+    "scale_factor": (True, 1),
+    "priority_weight": (False, None),
+    "slo": (False, None),
+    "arrival_s": (False, 0),
+    "needs_data_dir": (True, 0),  # 0/1
+}
+_POSITIVE_COLUMNS = ("total_steps", "priority_weight")
+
+
+class _TraceLine(NamedTuple):
+    label: str  # Gavel's model name, e.g. 'LM (batch size 5)'
+    command: str
+    total_steps: float
+    scale_factor: int
+    priority_weight: float
+    slo: float  # a multiple of the job's run time; <= 0: none
+    arrival_s: float
+
+
+def _columns(line: str, at: Where) -> list[str]:
+    parts = line.split("\t")
+    if len(parts) != len(TRACE_COLUMNS):
+        hint = " (old 7-column msr format is not supported)" if len(parts) == 7 else ""
+        raise at.error(
+            TRACE_COLUMNS[len(parts)] if len(parts) < len(TRACE_COLUMNS) else None,
+            f"expected {len(TRACE_COLUMNS)} tab-separated columns "
+            f"({', '.join(TRACE_COLUMNS)}), found {len(parts)}{hint}",
+        )
+    return parts
+
+
+def _parse_line(parts: list[str], at: Where) -> _TraceLine:
+    raw = {name: parts[TRACE_COLUMNS.index(name)].strip() for name in _NUMERIC_COLUMNS}
+    value: dict[str, float] = {}
+    for name, (integer, minimum) in _NUMERIC_COLUMNS.items():
+        parse = parse_int if integer else parse_float
+        value[name] = parse(raw[name], at, name, minimum=minimum, wording=TRACE)
+    for name in _POSITIVE_COLUMNS:
+        check_range(value[name], raw[name], at, name, positive=True, wording=TRACE)
+    return _TraceLine(
+        parts[0].strip(),
+        parts[1].strip(),
+        value["total_steps"],
+        int(value["scale_factor"]),
+        value["priority_weight"],
+        value["slo"],
+        value["arrival_s"],
+    )
+
+
+def _trace_job(
+    line: _TraceLine,
+    job_id: str,
+    at: Where,
+    table: ThroughputTable,
+    cluster: Cluster | None,
+    known: frozenset[JobType],
+    biggest: int | None,
+) -> Job:
+    scale = line.scale_factor
+    if biggest is not None and scale > biggest:
+        raise at.error("scale_factor", f"scale factor {scale} is larger than any worker type's GPU count ({biggest})")
+    model, batch = split_model_label(line.label)
+    job_type = JobType(model, batch, scale)
+    if job_type not in known:
+        raise at.error("model", f"job type {job_type.label!r} is not in the throughput table {table.path}")
+    slo_s = None
+    if line.slo > 0:  # a multiplier of the job's run time on the reference type (Gavel: of its duration)
+        rate = table.solo(default_reference_type(table, cluster), job_type)
+        slo_s = line.slo * line.total_steps / rate if rate > 0 else None
+    return Job(
+        job_id,
+        job_type,
+        float(line.total_steps),
+        float(line.priority_weight),
+        float(line.arrival_s),
+        slo_s=slo_s,
+        command=line.command or None,
+    )
+
+
+def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise InputError("file not found", path=path)
     try:
-        value = float(raw)
-    except ValueError:
-        raise InputError(f"expected {what}, got {raw!r}", path=path, row=line, field=name) from None
-    if not math.isfinite(value):
-        raise InputError(f"must be finite, got {raw!r}", path=path, row=line, field=name)
-    if kind is int:
-        if not value.is_integer():
-            raise InputError(f"expected {what}, got {raw!r}", path=path, row=line, field=name)
-        value = int(value)
-    if minimum is not None and value < minimum:
-        raise InputError(f"must be >= {minimum}, got {raw!r}", path=path, row=line, field=name)
-    return value
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a text file ({exc.reason})", path=path) from None
 
 
 def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: Cluster | None = None) -> list[Job]:
@@ -79,76 +155,24 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
     decrease, as Gavel asserts.
     """
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a text file ({exc.reason})", path=path) from None
-    known = {jt for jt in table.job_types}
+    text = _read_text(path)
+    known = frozenset(table.job_types)
     biggest = None if cluster is None else max(w.gpus for w in cluster.worker_types.values())
     jobs: list[Job] = []
     previous = -math.inf
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for line_no, text_line in enumerate(text.splitlines(), start=1):
+        if not text_line.strip():
             continue
-        parts = line.split("\t")
-        if len(parts) != len(TRACE_COLUMNS):
-            hint = " (old 7-column msr format is not supported)" if len(parts) == 7 else ""
-            raise InputError(
-                f"expected {len(TRACE_COLUMNS)} tab-separated columns "
-                f"({', '.join(TRACE_COLUMNS)}), found {len(parts)}{hint}",
-                path=path,
-                row=line_no,
-                field=TRACE_COLUMNS[len(parts)] if len(parts) < len(TRACE_COLUMNS) else None,
-            )
-        label = parts[0].strip()
-        steps = _trace_field(parts, 5, float, path=path, line=line_no, minimum=0)
-        scale = _trace_field(parts, 6, int, path=path, line=line_no, minimum=1)
-        weight = _trace_field(parts, 7, float, path=path, line=line_no)
-        slo = _trace_field(parts, 8, float, path=path, line=line_no)
-        arrival = _trace_field(parts, 9, float, path=path, line=line_no, minimum=0)
-        _trace_field(parts, 4, int, path=path, line=line_no, minimum=0)  # needs_data_dir: 0/1
-        if steps <= 0:
-            raise InputError(f"must be positive, got {parts[5].strip()!r}", path=path, row=line_no, field="total_steps")
-        if weight <= 0:
-            raise InputError(
-                f"must be positive, got {parts[7].strip()!r}", path=path, row=line_no, field="priority_weight"
-            )
-        if arrival < previous:
-            raise InputError(
-                f"arrival time {arrival:g} is earlier than the previous line's {previous:g} "
+        at = Where(path, line_no)
+        line = _parse_line(_columns(text_line, at), at)
+        if line.arrival_s < previous:
+            raise at.error(
+                "arrival_s",
+                f"arrival time {line.arrival_s:g} is earlier than the previous line's {previous:g} "
                 "(a trace must be in arrival order)",
-                path=path,
-                row=line_no,
-                field="arrival_s",
             )
-        previous = arrival
-        if biggest is not None and scale > biggest:
-            raise InputError(
-                f"scale factor {scale} is larger than any worker type's GPU count ({biggest})",
-                path=path,
-                row=line_no,
-                field="scale_factor",
-            )
-        model, batch = split_model_label(label)
-        job_type = JobType(model, batch, scale)
-        if job_type not in known:
-            raise InputError(
-                f"job type {job_type.label!r} is not in the throughput table {table.path}",
-                path=path,
-                row=line_no,
-                field="model",
-            )
-        slo_s = None
-        if slo > 0:  # a multiplier of the job's run time on the reference type (Gavel: of its duration)
-            ref = default_reference_type(table, cluster)
-            rate = table.solo(ref, job_type)
-            slo_s = slo * steps / rate if rate > 0 else None
-        command = parts[1].strip() or None
-        jobs.append(
-            Job(str(len(jobs)), job_type, float(steps), float(weight), float(arrival), slo_s=slo_s, command=command)
-        )
+        previous = line.arrival_s
+        jobs.append(_trace_job(line, str(len(jobs)), at, table, cluster, known, biggest))
     if not jobs:
         raise InputError("no jobs (empty trace)", path=path)
     return jobs

@@ -1,0 +1,271 @@
+"""Field parsing for every file rota reads: a cell or JSON value becomes a number,
+flag, string or choice, or an InputError naming the file, row and field.
+
+Every document parses its values here. The checks run in one order: convert,
+NaN, infinity, whole number, minimum, positive. Files of different families have
+always worded some messages differently (a trace says "must be finite", a table
+"is NaN"); each family's wording is one `Wording` below, so existing messages,
+tests and docs stay as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from planner.errors import InputError
+
+T = TypeVar("T", bound=str)
+
+
+@dataclass(frozen=True)
+class Where:
+    """The file and (for row-by-row files) the row a value comes from."""
+
+    path: object = None
+    row: int | None = None
+
+    def error(self, field: str | None, message: str) -> InputError:
+        return InputError(message, path=self.path, row=self.row, field=field)
+
+
+@dataclass(frozen=True)
+class Wording:
+    """Messages for each failed check. Templates may use {value!r} (the value as
+    given), {number} (as parsed; an int for whole numbers), {minimum}, {expected}."""
+
+    unparsable: str = "expected {expected}, got {value!r}"
+    nan: str = "is NaN"
+    infinite: str = "is infinite"
+    fractional: str = "expected an integer, got {value!r}"
+    below: str = "must be >= {minimum}, got {number}"
+    not_positive: str = "must be positive, got {value!r}"
+
+
+def _same(message: str) -> Wording:
+    return Wording(message, message, message, message, message, message)
+
+
+# The wording of each family of files.
+PLAIN = Wording()
+TABLE_NUMBER = Wording(below="must not be negative, got {number}")  # throughput table values
+TABLE_INTEGER = Wording(infinite=PLAIN.fractional)  # throughput table counts: infinity is "not an integer"
+JOB_LIST = Wording(below="must be non-negative, got {value!r}")  # job lists (CSV / JSON)
+TRACE = Wording(  # Gavel .trace lines
+    nan="must be finite, got {value!r}",
+    infinite="must be finite, got {value!r}",
+    below="must be >= {minimum}, got {value!r}",
+)
+COUNT = replace(  # a cluster's GPU counts
+    _same("expected a positive integer, got {value!r}"), not_positive="must be a positive integer, got {number}"
+)
+PRICE = _same("expected a non-negative number, got {value!r}")  # a cluster's prices
+NON_NEGATIVE_FINITE = replace(  # progress reports
+    _same("must be a non-negative finite number, got {value!r}"), unparsable=PLAIN.unparsable
+)
+
+TRUE_WORDS = ("1", "true", "yes", "y")
+FALSE_WORDS = ("", "0", "false", "no", "n")
+
+
+# --------------------------------------------------------------------------- predicates
+
+
+def is_blank(value: Any, *, nan: bool = False) -> bool:
+    """None or a blank string. NaN counts only with nan=True: a table reports
+    a NaN cell as NaN, not as missing."""
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return nan and isinstance(value, float) and math.isnan(value)
+
+
+def is_number(value: Any, *, finite: bool = True) -> bool:
+    """A JSON number (int or float, not bool), finite unless finite=False."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not finite or math.isfinite(value)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def _message(template: str, value: Any, number: Any = None, minimum: Any = None, expected: str = "") -> str:
+    return template.format(value=value, number=number, minimum=minimum, expected=expected)
+
+
+def _convert(value: Any, where: Where, field: str | None, *, strict: bool, expected: str, wording: Wording) -> float:
+    if strict:  # a typed (JSON / YAML) value: strings do not count as numbers
+        if not is_number(value, finite=False):
+            raise where.error(field, _message(wording.unparsable, value, expected=expected))
+        return float(value)
+    try:
+        return float(value.strip()) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise where.error(field, _message(wording.unparsable, value, expected=expected)) from None
+
+
+def check_range(
+    number: float,
+    value: Any,
+    where: Where,
+    field: str | None,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    wording: Wording = PLAIN,
+) -> None:
+    """`number` (parsed from `value`) is at least `minimum` and, if asked, above 0."""
+    if minimum is not None and number < minimum:
+        raise where.error(field, _message(wording.below, value, number, minimum))
+    if positive and number <= 0:
+        raise where.error(field, _message(wording.not_positive, value, number, minimum))
+
+
+def whole(number: float, value: Any, where: Where, field: str | None, *, wording: Wording = PLAIN) -> int:
+    """`number` (parsed from `value`) as an int, or an error if it has a fraction."""
+    if not number.is_integer():
+        raise where.error(field, _message(wording.fractional, value, number))
+    return int(number)
+
+
+def _number(
+    value: Any,
+    where: Where,
+    field: str | None,
+    *,
+    integer: bool,
+    minimum: float | None,
+    positive: bool,
+    finite: bool,
+    strict: bool,
+    wording: Wording,
+) -> float | int:
+    expected = "an integer" if integer else "a number"
+    number: float | int = _convert(value, where, field, strict=strict, expected=expected, wording=wording)
+    if finite and math.isnan(number):
+        raise where.error(field, _message(wording.nan, value, number))
+    if finite and math.isinf(number):
+        raise where.error(field, _message(wording.infinite, value, number))
+    if integer:  # a typed int stays exact (float() would round one above 2**53)
+        number = value if strict and isinstance(value, int) else whole(number, value, where, field, wording=wording)
+    check_range(number, value, where, field, minimum=minimum, positive=positive, wording=wording)
+    return number
+
+
+def parse_float(
+    value: Any,
+    where: Where,
+    field: str | None,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    finite: bool = True,
+    strict: bool = False,
+    wording: Wording = PLAIN,
+) -> float:
+    """A number: text is stripped and converted (strict: only a JSON number counts);
+    NaN and infinity are refused unless finite=False."""
+    return float(
+        _number(
+            value,
+            where,
+            field,
+            integer=False,
+            minimum=minimum,
+            positive=positive,
+            finite=finite,
+            strict=strict,
+            wording=wording,
+        )
+    )
+
+
+def parse_int(
+    value: Any,
+    where: Where,
+    field: str | None,
+    *,
+    minimum: int | None = None,
+    positive: bool = False,
+    strict: bool = False,
+    wording: Wording = PLAIN,
+) -> int:
+    """A whole number ('4', 4 and 4.0 are 4; strict: not '4')."""
+    number = _number(
+        value,
+        where,
+        field,
+        integer=True,
+        minimum=minimum,
+        positive=positive,
+        finite=True,
+        strict=strict,
+        wording=wording,
+    )
+    return int(number)
+
+
+def optional_float(
+    value: Any,
+    where: Where,
+    field: str,
+    *,
+    minimum: float | None = None,
+    positive: bool = False,
+    wording: Wording = PLAIN,
+) -> float | None:
+    """None for a blank value, else `parse_float`."""
+    if is_blank(value):
+        return None
+    return parse_float(value, where, field, minimum=minimum, positive=positive, wording=wording)
+
+
+def optional_int(
+    value: Any, where: Where, field: str, *, minimum: int | None = None, wording: Wording = PLAIN
+) -> int | None:
+    """None for a blank value, else `parse_int`."""
+    if is_blank(value):
+        return None
+    return parse_int(value, where, field, minimum=minimum, wording=wording)
+
+
+# --------------------------------------------------------------------------- flags and text
+
+
+def parse_flag(value: Any, where: Where, field: str) -> bool:
+    """true/false, yes/no, y/n, 1/0 (any case); blank is false."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in TRUE_WORDS:
+        return True
+    if text in FALSE_WORDS:
+        return False
+    raise where.error(field, f"expected true or false, got {value!r}")
+
+
+def optional_text(value: Any) -> str | None:
+    """The stripped text, or None when blank."""
+    return None if is_blank(value) else str(value).strip()
+
+
+def required_text(value: Any, where: Where, field: str) -> str:
+    """The stripped text; blank is an error ('is required')."""
+    if is_blank(value):
+        raise where.error(field, "is required")
+    return str(value).strip()
+
+
+def parse_choice(value: Any, where: Where, field: str, choices: Sequence[T], *, what: str) -> T | None:
+    """One of `choices` (case-insensitive, returned as spelled there); None when blank."""
+    if is_blank(value):
+        return None
+    text = str(value).strip().lower()
+    for choice in choices:
+        if text == choice:
+            return choice
+    raise where.error(field, f"unknown {what} {text!r} (expected one of {', '.join(choices)})")
