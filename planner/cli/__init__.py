@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from planner.cli import export, plan, policies, schedule, simulate, sweep, table
+from planner.cli import compare, export, plan, policies, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
 
 app = typer.Typer(
@@ -30,6 +30,7 @@ def _register() -> None:
     app.command("plan-next")(user_errors(plan.plan_next_round_command))
     app.command("simulate")(user_errors(simulate.simulate_command))
     app.command("sweep")(user_errors(sweep.sweep_command))
+    app.command("compare")(user_errors(compare.compare_command))
     trace_app = typer.Typer(no_args_is_help=True, help="Generate job traces (Gavel's generator).")
     trace_app.command("generate")(user_errors(simulate.trace_generate_command))
     app.add_typer(trace_app, name="trace")

@@ -22,7 +22,7 @@ from planner.formats.atomic import write_with
 FORMATS = ("png", "svg")
 
 
-def _pyplot():
+def pyplot_or_error():
     try:
         import matplotlib
 
@@ -40,7 +40,7 @@ def _save(fig, stem: Path, formats: Sequence[str]) -> list[Path]:
         if fmt not in FORMATS:
             raise InputError(f"unknown plot format {fmt!r} (use {', '.join(FORMATS)})", field="--plot-format")
         path = stem.parent / f"{stem.name}.{fmt}"  # not with_suffix: names like rate=0.4 hold dots
-        write_with(path, functools.partial(_savefig, fig, fmt=fmt))
+        write_with(path, functools.partial(savefig, fig, fmt=fmt))
         paths.append(path)
     return paths
 
@@ -63,7 +63,7 @@ def _mean_by_load(records: Iterable[Mapping], value) -> dict[str, list[tuple[flo
 def plot_jct_vs_rate(
     records: Iterable[Mapping], stem: Path, *, title: str = "", formats: Sequence[str] = ("png",)
 ) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot_or_error()
     series = _mean_by_load(records, lambda r: r["metrics"]["jct_s"]["mean"] / 3600.0)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     top = max((v for pts in series.values() for _, v in pts if v is not None), default=1.0)
@@ -93,7 +93,7 @@ def _finish(plt, fig, ax, stem: Path, formats: Sequence[str], title: str) -> lis
 def plot_makespan_vs_jobs(
     records: Iterable[Mapping], stem: Path, *, title: str = "", formats: Sequence[str] = ("png",)
 ) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot_or_error()
     series = _mean_by_load(records, lambda r: r["metrics"]["makespan_s"] / 3600.0)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for policy, pts in series.items():
@@ -114,7 +114,7 @@ def plot_cdf(
     formats: Sequence[str] = ("png",),
     log_x: bool = False,
 ) -> list[Path]:
-    plt = _pyplot()
+    plt = pyplot_or_error()
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
     for policy, values in values_by_policy.items():
         data = np.sort(np.asarray(values, dtype=float))
@@ -129,5 +129,5 @@ def plot_cdf(
     return _finish(plt, fig, ax, stem, formats, title)
 
 
-def _savefig(fig: Any, tmp: Path, *, fmt: str) -> None:
+def savefig(fig: Any, tmp: Path, *, fmt: str) -> None:
     fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight")
