@@ -109,22 +109,19 @@ def _hours(seconds: float | None) -> str:
 def _print(result: Comparison, title: str) -> None:
     # Compact box: the table fits 80 columns, the width of a pipe or a CI log.
     grid = Table(title=title, caption="times in hours; * recommended", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("policy", "avg JCT", "p50", "p90", "makespan", "util", "GPU $"):
+    priced = any(o.cost is not None for o in result.outcomes)  # inline clusters have no prices
+    for column in ("policy", "avg JCT", "p50", "p90", "makespan", "util", *(["GPU $"] if priced else [])):
         grid.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for o in result.outcomes:
         name = f"[bold]{o.policy}*[/]" if o.policy == result.recommended else o.policy
         if o.status != "ok":
-            grid.add_row(name, f"[red]{o.status}[/]", "", "", "", "", "")
+            grid.add_row(name, f"[red]{o.status}[/]")
             continue
-        grid.add_row(
-            name,
-            _hours(o.jct_mean_s),
-            _hours(o.jct_p50_s),
-            _hours(o.jct_p90_s),
-            _hours(o.makespan_s),
-            "-" if o.utilisation is None else f"{100 * o.utilisation:.0f} %",
-            "-" if o.cost is None else f"{o.cost:,.0f}",
-        )
+        cells = [_hours(o.jct_mean_s), _hours(o.jct_p50_s), _hours(o.jct_p90_s), _hours(o.makespan_s)]
+        cells.append("-" if o.utilisation is None else f"{100 * o.utilisation:.0f} %")
+        if priced:
+            cells.append("-" if o.cost is None else f"{o.cost:,.0f}")
+        grid.add_row(name, *cells)
     out.print(grid)
     for o in result.outcomes:
         if o.status != "ok" and o.reason:
