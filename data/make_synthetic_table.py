@@ -8,11 +8,12 @@ co-location factor in [0.45, 0.95] drawn from a seeded RNG. Every row says
 source=synthetic so no one mistakes it for a measurement; replace it with a
 table from `rota profile` (or `rota table import-gavel`) for real planning.
 
-Run: python data/make_synthetic_table.py   (deterministic)
+Run: python data/make_synthetic_table.py [--out FILE]   (deterministic)
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import random
 import sys
@@ -102,8 +103,19 @@ def rows() -> list[dict]:
     return out
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).with_name("throughputs.csv"),
+        help="where to write the table (default: data/throughputs.csv, the demo's table)",
+    )
+    args = parser.parse_args(argv)
     table = ThroughputTable.from_records(rows())
-    target = Path(__file__).with_name("throughputs.csv")
-    write_table(table, target)
-    print(f"wrote {target}: {len(table)} rows")
+    write_table(table, args.out)
+    print(f"wrote {args.out}: {len(table)} rows")
+
+
+if __name__ == "__main__":
+    main()

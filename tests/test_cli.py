@@ -276,3 +276,11 @@ def test_plan_accepts_the_profiled_cpu_table(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert all(j["expected_finish_s"] for j in json.loads(out.read_text())["jobs"].values())
+
+
+def test_version_option():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    import planner
+
+    assert result.output.strip() == f"rota {planner.__version__}"

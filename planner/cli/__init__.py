@@ -9,14 +9,29 @@ from __future__ import annotations
 
 import typer
 
+from planner import __version__
 from planner.cli import compare, export, plan, policies, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     help="rota: heterogeneity-aware scheduling for deep-learning training clusters.",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rota {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print rota's version and exit."
+    ),
+) -> None:
+    """rota: heterogeneity-aware scheduling for deep-learning training clusters."""
 
 
 def _register() -> None:

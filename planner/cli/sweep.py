@@ -37,7 +37,9 @@ def sweep_command(
     round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length tau in seconds."),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Simulations run in parallel (worker processes)."),
+    jobs: int = typer.Option(
+        1, "--workers", "--jobs", min=1, help="Simulations run in parallel (worker processes); --jobs is the old name."
+    ),
     out_dir: Path = typer.Option(
         Path("sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
     ),
@@ -52,7 +54,7 @@ def sweep_command(
 
     Example: rota sweep --table simulation_throughputs.json --cluster 36:36:36
     --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
-    --window 4000:5000 --gavel-compat --jobs 8 --out fig8/
+    --window 4000:5000 --gavel-compat --workers 8 --out fig8/
     """
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
