@@ -18,9 +18,10 @@ from rich.console import Console
 from models.registry import GPT_SIZES
 from models.spec import SCALES
 from planner.errors import InputError
+from planner.formats.quality import is_noisy
 from profiler import devices as devices_mod
 from profiler.plan import PairSample, Selection, build_plan, parse_ints, parse_pairs, split_list
-from profiler.report import ProfileProgress, device_table, print_plan
+from profiler.report import ProfileProgress, device_table, noisy_note, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.timing import TimingConfig
 
@@ -244,11 +245,13 @@ def _show_plan(console: Console, tasks, skipped: set[int], budget: float, as_jso
 
 def _run(console: Console, tasks, options: RunOptions) -> None:
     counts: Counter = Counter()
+    noisy: list[str] = []
     try:
         with ProfileProgress(console, len(tasks)) as progress:
 
             def done(outcome):
                 counts[outcome.status] += 1
+                noisy.extend(outcome.task.label for row in outcome.rows if is_noisy(row))
                 progress.finished(outcome)
 
             run_plan(tasks, options, on_start=progress.started, on_done=done)
@@ -260,3 +263,6 @@ def _run(console: Console, tasks, options: RunOptions) -> None:
         raise typer.Exit(130) from None
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     console.print(f"done: {len(tasks)} measurements ({summary}) → {options.out}")
+    note = noisy_note(noisy)
+    if note:
+        console.print(note, highlight=False)

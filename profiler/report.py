@@ -18,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, is_noisy, relative_spread
 from profiler.devices import DeviceType
 from profiler.plan import Task
 from profiler.session import TaskOutcome
@@ -85,9 +86,21 @@ def outcome_line(outcome: TaskOutcome) -> str:
         return f"[red]{outcome.status}[/red]  {task.label}{why}"
     parts = []
     for row in outcome.rows:
-        spread = row["step_time_iqr_s"] / row["step_time_median_s"] if row["step_time_median_s"] else 0.0
-        parts.append(f"{row['throughput']:.2f} steps/s (IQR {100 * spread:.1f} %)")
+        spread = relative_spread(row) or 0.0
+        mark = " [yellow]noisy[/yellow]" if is_noisy(row) else ""
+        parts.append(f"{row['throughput']:.2f} steps/s (IQR {100 * spread:.1f} %{mark})")
     return f"[green]ok[/green]    {task.label}: " + ", ".join(parts) + f" [{outcome.seconds:.0f} s]"
+
+
+def noisy_note(noisy: Sequence[str]) -> str | None:
+    """One line after a run that measured rows with a wide spread, naming them and what to do."""
+    if not noisy:
+        return None
+    shown = ", ".join(noisy[:5]) + (f" and {len(noisy) - 5} more" if len(noisy) > 5 else "")
+    return (
+        f"[yellow]warning:[/yellow] {len(noisy)} measurement(s) spread more than "
+        f"{100 * NOISY_SPREAD:.0f} % (IQR / median of step times): {shown}; {REMEASURE_HINT}"
+    )
 
 
 class ProfileProgress:

@@ -15,6 +15,7 @@ from planner.errors import InputError
 from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
+from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
 from planner.formats.table import merge_tables, read_table, write_table
 
 table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
@@ -67,6 +68,15 @@ def table_validate(table: Path = typer.Argument(..., help="Throughput table (.cs
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
     stdout.print(f"[green]ok[/] {table}: {len(t)} rows ({summary}); worker types: {', '.join(t.worker_types)}")
+    noisy = noisy_rows(t.rows)
+    if noisy:
+        rows = ", ".join(map(str, noisy[:10])) + (f" and {len(noisy) - 10} more" if len(noisy) > 10 else "")
+        stdout.print(
+            f"[yellow]warning:[/] {len(noisy)} row(s) spread more than {100 * NOISY_SPREAD:.0f} % "
+            f"(step_time_iqr_s / step_time_median_s): rows {rows}; {REMEASURE_HINT}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @table_app.command("import-gavel")
