@@ -1,0 +1,177 @@
+"""The progress a launcher reports between rounds (`rota.progress/v1`).
+
+One JSON object (format, round, time_s, jobs, new_jobs, cancelled), a CSV with
+job_id, steps_done[, finished], or a folder of one JSON object per job (what
+each job wrote at its checkpoint; the file name is the job id by default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputError
+
+PROGRESS_FORMAT = "rota.progress/v1"
+
+Gpu = tuple[str, int]  # (node name, GPU index on that node)
+
+_DOCUMENT_KEYS = ("format", "round", "time_s", "jobs", "new_jobs", "cancelled")
+_JOB_KEYS = ("job_id", "steps_done", "finished", "gpus")
+
+
+@dataclass
+class JobProgress:
+    steps_done: float | None = None
+    finished: bool = False
+    gpus: tuple[Gpu, ...] | None = None  # what the job actually held (lease extension)
+
+
+@dataclass
+class Progress:
+    """What the launcher saw since the last call."""
+
+    time_s: float | None = None  # the round boundary now (default: end of the planned round)
+    round: int | None = None  # the round these reports are for (checked: the last planned one)
+    jobs: dict[str, JobProgress] = field(default_factory=dict)
+    new_jobs: list[dict[str, Any]] = field(default_factory=list)  # job-list records (same columns)
+    cancelled: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: Any, path: object = "<progress>") -> Progress:
+        if not isinstance(data, dict):
+            raise InputError("expected a JSON object", path=path)
+        if data.get("format", PROGRESS_FORMAT) != PROGRESS_FORMAT:
+            raise InputError(
+                f"unsupported format {data.get('format')!r} (expected {PROGRESS_FORMAT})", path=path, field="format"
+            )
+        unknown = set(data) - set(_DOCUMENT_KEYS)
+        if unknown:
+            raise InputError(f"unknown key (expected {', '.join(_DOCUMENT_KEYS)})", path=path, field=sorted(unknown)[0])
+        rnd = data.get("round")
+        if rnd is not None and (isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0):
+            raise InputError(f"expected a round index, got {rnd!r}", path=path, field="round")
+        time_s = data.get("time_s")
+        time_s = None if time_s is None else _float(time_s, path=path, row=None, name="time_s")
+        jobs = _job_reports(data.get("jobs", []), path)
+        new_jobs = data.get("new_jobs", [])
+        if not isinstance(new_jobs, list) or not all(isinstance(r, dict) for r in new_jobs):
+            raise InputError("expected a list of job objects (job-list columns)", path=path, field="new_jobs")
+        cancelled = data.get("cancelled", [])
+        if not isinstance(cancelled, list):
+            raise InputError("expected a list of job ids", path=path, field="cancelled")
+        return cls(time_s, rnd, jobs, list(new_jobs), [str(c) for c in cancelled])
+
+
+def _job_reports(raw_jobs: Any, path: object) -> dict[str, JobProgress]:
+    if isinstance(raw_jobs, dict):  # {"id": {"steps_done": ..}} or {"id": steps}
+        raw_jobs = [{"job_id": k, **(v if isinstance(v, dict) else {"steps_done": v})} for k, v in raw_jobs.items()]
+    if not isinstance(raw_jobs, list):
+        raise InputError("expected a list of job progress objects", path=path, field="jobs")
+    jobs: dict[str, JobProgress] = {}
+    for row, raw in enumerate(raw_jobs, start=1):
+        jid, prog = job_progress(raw, path=path, row=row)
+        if jid in jobs:
+            raise InputError(f"job {jid!r} reported twice", path=path, row=row, field="job_id")
+        jobs[jid] = prog
+    return jobs
+
+
+def _float(value: Any, *, path: object, row: int | None, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"expected a number, got {value!r}", path=path, row=row, field=name) from None
+    if math.isnan(number) or math.isinf(number) or number < 0:
+        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, row=row, field=name)
+    return number
+
+
+def _flag(value: Any, *, path: object, row: int | None, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "y"):
+        return True
+    if text in ("", "0", "false", "no", "n"):
+        return False
+    raise InputError(f"expected true or false, got {value!r}", path=path, row=row, field=name)
+
+
+def job_progress(raw: Any, *, path: object, row: int | None) -> tuple[str, JobProgress]:
+    """(job id, report) from one job's progress object."""
+    if not isinstance(raw, dict) or not str(raw.get("job_id", "")).strip():
+        raise InputError("expected an object with job_id", path=path, row=row, field="job_id")
+    unknown = set(raw) - set(_JOB_KEYS)
+    if unknown:
+        raise InputError(f"unknown key (expected {', '.join(_JOB_KEYS)})", path=path, row=row, field=sorted(unknown)[0])
+    steps = raw.get("steps_done")
+    steps_done = (
+        None
+        if steps is None or (isinstance(steps, str) and not steps.strip())
+        else _float(steps, path=path, row=row, name="steps_done")
+    )
+    gpus: tuple[Gpu, ...] | None = None
+    if raw.get("gpus") is not None:
+        try:
+            gpus = tuple((str(g["node"]), int(g["gpu"])) for g in raw["gpus"])
+        except (TypeError, KeyError, ValueError):
+            raise InputError("expected a list of {node, gpu}", path=path, row=row, field="gpus") from None
+    finished = _flag(raw.get("finished", False), path=path, row=row, name="finished")
+    return str(raw["job_id"]).strip(), JobProgress(steps_done, finished, gpus)
+
+
+def progress_from_dict(data: Any, path: object = "<progress>") -> Progress:
+    return Progress.from_json(data, path)
+
+
+def read_progress(path: str | os.PathLike) -> Progress:
+    """A progress file (JSON, or CSV with job_id, steps_done[, finished]) or a folder of
+    one JSON object per job (what each job wrote at its checkpoint)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("file not found", path=path)
+    if path.is_dir():
+        return _read_folder(path)
+    if path.suffix.lower() == ".csv":
+        return _read_csv(path)
+    return Progress.from_json(_parse_json(path), path)
+
+
+def _parse_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"cannot parse: {exc}", path=path) from None
+
+
+def _read_folder(folder: Path) -> Progress:
+    jobs = {}
+    for item in sorted(folder.glob("*.json")):
+        raw = _parse_json(item)
+        if isinstance(raw, dict):
+            raw.setdefault("job_id", item.stem)
+        jid, prog = job_progress(raw, path=item, row=None)
+        jobs[jid] = prog
+    return Progress(jobs=jobs)
+
+
+def _read_csv(path: Path) -> Progress:
+    import pandas as pd  # only CSV reports need it (keeps next-round start-up light)
+
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception as exc:
+        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    records = [
+        {k: v for k, v in rec.items() if not (k in ("finished", "gpus") and str(v).strip() == "")}
+        for rec in frame.to_dict(orient="records")
+    ]
+    if any("gpus" in r for r in records):
+        raise InputError("gpus can only be reported in JSON progress files", path=path, field="gpus")
+    return Progress.from_json({"jobs": records}, path)

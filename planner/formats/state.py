@@ -1,0 +1,551 @@
+"""The planner state file (`rota.state/v1`): what next-round planning keeps between calls.
+
+Everything the engine needs to continue exactly where it stopped: every job
+(spec, status, steps done, finish time), which are waiting or running, the
+engine's clock, counters and random stream, the mechanism's books (allocation,
+received time, deficits, last round's GPUs), the policy's own memory and the
+last solve. Floats survive JSON exactly (repr round-trips), so restoring and
+stepping gives the same rounds as never stopping.
+
+Layout (keys in this order; `StateDocument.to_json` writes them so):
+  format, worker_types, inputs, policy {name, options, memory}, config,
+  rounds_done, engine {t, need_update, order, finished, busy, round_origin,
+  shuffle, pending, active}, jobs [...], mechanism {round_s, last_reset,
+  worker_time, job_time, deficit, alloc, previous}, last_solve.
+Values that JSON lacks (tuples, arrays, random streams, non-string keys) are
+tagged objects (`encode` / `decode`). The policy memory is the policy's
+`get_state()`: entries named like private attributes (`_rng`) are written under
+`memory.attributes`, the others under `memory.state`, the layout state files
+have always had; reading merges the two again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from planner.errors import InputError
+from planner.formats.atomic import write_text_atomic
+from planner.formats.files import read_json
+from planner.formats.jobs import Job
+from planner.formats.table import JobType
+
+STATE_FORMAT = "rota.state/v1"
+
+Key = tuple[str, ...]  # a job alone (one id) or a co-located pair (two ids)
+Gpu = tuple[str, int]  # (node name, GPU index on that node)
+
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------- tagged values
+
+
+class Unencodable(TypeError):
+    pass
+
+
+def encode(value: Any) -> Any:
+    """Plain JSON for numbers, strings, lists and str-keyed dicts; tagged objects for the rest."""
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": value.tolist(), "dtype": str(value.dtype)}
+    if isinstance(value, random.Random):
+        return {"__random__": encode(value.getstate())}
+    if isinstance(value, tuple):
+        return {"__tuple__": [encode(v) for v in value]}
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in value):
+            return {k: encode(v) for k, v in value.items()}
+        return {"__items__": [[encode(k), encode(v)] for k, v in value.items()]}
+    raise Unencodable(f"cannot save a {type(value).__name__}")
+
+
+def decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__ndarray__" in value:
+        return np.array(value["__ndarray__"], dtype=value.get("dtype", "float64"))
+    if "__random__" in value:
+        rng = random.Random()
+        rng.setstate(decode(value["__random__"]))
+        return rng
+    if "__tuple__" in value:
+        return tuple(decode(v) for v in value["__tuple__"])
+    if "__items__" in value:
+        return {_hashable(decode(k)): decode(v) for k, v in value["__items__"]}
+    return {k: decode(v) for k, v in value.items()}
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+
+
+# --------------------------------------------------------------------------- records
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"  # waiting for its arrival time
+    ACTIVE = "active"  # admitted, not finished
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+
+
+@dataclass
+class JobEntry:
+    job: Job  # the job as submitted (job.steps_done: steps done before planning)
+    status: JobStatus
+    progress: float  # steps done so far
+    finish_s: float | None = None
+
+
+@dataclass
+class PolicyEntry:
+    name: str
+    options: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] | None = None  # the policy's get_state(); None: it keeps nothing
+
+
+@dataclass
+class EngineEntry:
+    t: float | None  # the clock: where the next round starts
+    need_update: bool  # the job set changed since the last solve
+    order: list[int]  # base worker-type visiting order
+    finished: int
+    busy: dict[str, float]  # GPU-seconds per worker type
+    round_origin: float | None  # end of the previous round (None: the engine's default)
+    shuffle: tuple[Any, ...]  # random.Random.getstate() of the per-round shuffle stream
+    pending: list[str]  # job ids waiting for their arrival, in arrival order
+    active: list[str]  # job ids running or runnable, in admission order
+
+
+@dataclass(frozen=True)
+class PlacementEntry:
+    jobs: Key
+    worker_type: str
+    gpus: tuple[Gpu, ...]
+
+
+@dataclass
+class MechanismEntry:
+    round_s: float
+    last_reset: float | None
+    worker_time: np.ndarray
+    job_time: dict[Key, np.ndarray]  # entry order: arrival order (the mechanism's tie-break)
+    deficit: dict[Key, np.ndarray]
+    alloc: dict[Key, np.ndarray]
+    previous: list[PlacementEntry]
+
+
+@dataclass
+class SolveEntry:
+    time_s: float
+    job_ids: list[str]
+    x: np.ndarray  # (jobs, worker types)
+    objective: float | None = None
+    status: str = "restored"
+    solver: str | None = None
+    build_s: float = 0.0
+    solve_s: float = 0.0
+    n_classes: int | None = None
+    pair_x: dict[Key, np.ndarray] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- document
+
+
+_REQUIRED = ("format", "worker_types", "policy", "engine", "jobs", "mechanism")
+_ENGINE_REQUIRED = ("t", "need_update", "order", "finished", "busy", "shuffle", "pending", "active")
+_MECHANISM_REQUIRED = ("round_s", "last_reset", "worker_time", "job_time", "deficit", "alloc", "previous")
+
+
+@dataclass
+class StateDocument:
+    worker_types: list[str]
+    policy: PolicyEntry
+    engine: EngineEntry
+    jobs: list[JobEntry]
+    mechanism: MechanismEntry
+    config: dict[str, Any] = field(default_factory=dict)  # the engine configuration's fields
+    rounds_done: int = 0
+    inputs: dict[str, Any] = field(default_factory=dict)  # name -> {path, digest} of the input files
+    last_solve: SolveEntry | None = None
+
+    # reading -----------------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: Any, path: object = "<state>") -> StateDocument:
+        """The document in `data` (parsed JSON); InputError naming `path` and the field at fault."""
+        check_state(data, path)
+        reader = _Reader(path)
+        worker_types = reader.get(data, "worker_types", lambda v: [str(w) for w in v])
+        jobs = [_job_entry(rec, reader.at("jobs", row)) for row, rec in enumerate(reader.items(data, "jobs"), 1)]
+        engine = _engine_entry(data["engine"], reader.at("engine"))
+        known = {entry.job.job_id for entry in jobs}
+        missing = [jid for jid in (*engine.pending, *engine.active) if jid not in known]
+        if missing:
+            raise InputError(
+                f"job {missing[0]!r} is listed as waiting or running but has no entry", path=path, field="engine"
+            )
+        m = len(worker_types)
+        return cls(
+            worker_types=worker_types,
+            policy=_policy_entry(data["policy"], reader.at("policy")),
+            engine=engine,
+            jobs=jobs,
+            mechanism=_mechanism_entry(data["mechanism"], m, reader.at("mechanism")),
+            config=reader.get(data, "config", lambda v: dict(decode(v)), default={}),
+            rounds_done=reader.get(data, "rounds_done", int, default=0),
+            inputs=reader.get(data, "inputs", dict, default={}),
+            last_solve=reader.get(
+                data, "last_solve", lambda v: _solve_entry(v, m, reader.at("last_solve")), default=None
+            ),
+        )
+
+    # writing -----------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object, key for key what `from_json` reads."""
+        engine, mech = self.engine, self.mechanism
+        return {
+            "format": STATE_FORMAT,
+            "worker_types": list(self.worker_types),
+            "inputs": self.inputs,
+            "policy": {"name": self.policy.name, "options": self.policy.options, "memory": _memory(self.policy.memory)},
+            "config": encode(self.config),
+            "rounds_done": self.rounds_done,
+            "engine": {
+                "t": engine.t,
+                "need_update": engine.need_update,
+                "order": list(engine.order),
+                "finished": engine.finished,
+                "busy": dict(engine.busy),
+                "round_origin": engine.round_origin,
+                "shuffle": encode(engine.shuffle),
+                "pending": list(engine.pending),
+                "active": list(engine.active),
+            },
+            "jobs": [_job_record(entry) for entry in self.jobs],
+            "mechanism": {
+                "round_s": mech.round_s,
+                "last_reset": mech.last_reset,
+                "worker_time": mech.worker_time.tolist(),
+                "job_time": _keyed(mech.job_time),
+                "deficit": _keyed(mech.deficit),
+                "alloc": _keyed(mech.alloc),
+                "previous": [[list(p.jobs), p.worker_type, [[n, g] for n, g in p.gpus]] for p in mech.previous],
+            },
+            "last_solve": None if self.last_solve is None else _solve_record(self.last_solve),
+        }
+
+
+def check_state(data: Any, path: object = "<state>") -> None:
+    """The format tag and the required keys (a cheap check before anything is built)."""
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", path=path)
+    if data.get("format") != STATE_FORMAT:
+        raise InputError(
+            f"unsupported format {data.get('format')!r} (expected {STATE_FORMAT})", path=path, field="format"
+        )
+    for key in _REQUIRED:
+        if key not in data:
+            raise InputError("is required", path=path, field=key)
+    for section, keys in (("engine", _ENGINE_REQUIRED), ("mechanism", _MECHANISM_REQUIRED)):
+        if not isinstance(data[section], dict):
+            raise InputError("expected an object", path=path, field=section)
+        for key in keys:
+            if key not in data[section]:
+                raise InputError("is required", path=path, field=f"{section}.{key}")
+
+
+def read_state(path: str | os.PathLike) -> StateDocument:
+    path = Path(path)
+    return StateDocument.from_json(read_json(path), path)
+
+
+def write_state(state: StateDocument | Mapping[str, Any], path: str | os.PathLike) -> None:
+    """Atomically, compact (large states are written at every round boundary)."""
+    data = state.to_json() if isinstance(state, StateDocument) else state
+    write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n")
+
+
+# --------------------------------------------------------------------------- field readers
+
+
+REQUIRED: Any = ...  # a field without default
+Field = tuple[str, Callable[[Any], Any], Any]  # key, conversion, default
+
+
+class _Invalid(Exception):
+    """A value read from the file is wrong; the message says how (no value repeated)."""
+
+
+class _Reader:
+    """Field access that turns a wrong or missing value into InputError naming the field."""
+
+    def __init__(self, path: object, prefix: str = "", row: int | None = None):
+        self.path, self.prefix, self.row = path, prefix, row
+
+    def at(self, section: str, row: int | None = None) -> _Reader:
+        return _Reader(self.path, f"{self.prefix}{section}.", row)
+
+    def error(self, key: str, message: str) -> InputError:
+        return InputError(message, path=self.path, row=self.row, field=f"{self.prefix}{key}")
+
+    def get(self, data: Mapping[str, Any], key: str, convert: Callable[[Any], T], default: Any = REQUIRED) -> T:
+        if key not in data:
+            if default is REQUIRED:
+                raise self.error(key, "is required")
+            return default
+        value = data[key]
+        try:
+            return convert(value)
+        except InputError:
+            raise
+        except _Invalid as exc:
+            raise self.error(key, str(exc)) from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise self.error(key, f"unexpected value {_short(value)} ({exc})") from None
+
+    def fields(self, data: Mapping[str, Any], spec: tuple[Field, ...]) -> dict[str, Any]:
+        """Every field of `spec`, converted. One pass with no bookkeeping (thousands of
+        jobs), and field by field only to name the one at fault."""
+        try:
+            return {
+                key: convert(data[key]) if key in data or default is REQUIRED else default
+                for key, convert, default in spec
+            }
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, _Invalid):
+            for key, convert, default in spec:
+                self.get(data, key, convert, default)
+            raise
+
+    def items(self, data: Mapping[str, Any], key: str) -> list[Any]:
+        value = data.get(key)
+        if not isinstance(value, list):
+            raise self.error(key, "expected a list")
+        return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("expected a number")
+    return value  # as written: a state written again keeps its bytes
+
+
+def _optional_number(value: Any) -> float | None:
+    return None if value is None else _number(value)
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _job_entry(rec: Any, reader: _Reader) -> JobEntry:
+    if not isinstance(rec, dict):
+        raise reader.error("job_id", "expected a job object")
+    v = reader.fields(rec, _JOB_FIELDS)
+    job = Job(
+        v["job_id"],
+        JobType(v["model"], v["batch_size"], v["scale_factor"]),
+        total_steps=v["total_steps"],
+        priority_weight=v["priority_weight"],
+        arrival_s=v["arrival_s"],
+        entity=v["entity"],
+        slo_s=v["slo_s"],
+        steps_done=v["steps_done"],
+        command=v["command"],
+    )
+    progress = job.steps_done if v["progress"] is None else v["progress"]
+    return JobEntry(job, v["status"], progress, v["finish_s"])
+
+
+def _job_status(value: Any) -> JobStatus:
+    try:
+        return JobStatus(value)
+    except ValueError:
+        raise _Invalid(f"expected one of {', '.join(JobStatus)}, got {_short(value)}") from None
+
+
+def _optional_batch(value: Any) -> int | None:
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise TypeError("expected an integer or null")
+
+
+# key, conversion, default (REQUIRED: none). Values are kept as written where the
+# engine takes them as they are, so a state read and written again keeps its bytes.
+_JOB_FIELDS: tuple[Field, ...] = (
+    ("job_id", str, REQUIRED),
+    ("model", _text, REQUIRED),
+    ("batch_size", _optional_batch, None),
+    ("scale_factor", int, REQUIRED),
+    ("total_steps", float, REQUIRED),
+    ("priority_weight", float, REQUIRED),
+    ("arrival_s", float, REQUIRED),
+    ("entity", _optional_text, None),
+    ("slo_s", _optional_number, None),
+    ("steps_done", float, 0.0),
+    ("command", _optional_text, None),
+    ("status", _job_status, JobStatus.FINISHED),
+    ("progress", float, None),  # None: the job's steps_done
+    ("finish_s", _optional_number, None),
+)
+
+
+def _job_record(entry: JobEntry) -> dict[str, Any]:
+    job, jt = entry.job, entry.job.job_type
+    return {
+        "job_id": job.job_id,
+        "model": jt.model,
+        "batch_size": jt.batch_size,
+        "scale_factor": jt.scale_factor,
+        "total_steps": job.total_steps,
+        "priority_weight": job.priority_weight,
+        "arrival_s": job.arrival_s,
+        "entity": job.entity,
+        "slo_s": job.slo_s,
+        "steps_done": job.steps_done,
+        "command": job.command,
+        "status": str(entry.status),
+        "progress": entry.progress,
+        "finish_s": entry.finish_s,
+    }
+
+
+def _engine_entry(data: Mapping[str, Any], reader: _Reader) -> EngineEntry:
+    return EngineEntry(
+        t=reader.get(data, "t", _optional_number),
+        need_update=reader.get(data, "need_update", bool),
+        order=reader.get(data, "order", lambda v: [int(j) for j in v]),
+        finished=reader.get(data, "finished", int),
+        busy=reader.get(data, "busy", lambda v: {str(w): float(s) for w, s in v.items()}),
+        round_origin=reader.get(data, "round_origin", lambda v: None if v is None else float(_number(v)), default=None),
+        shuffle=reader.get(data, "shuffle", _random_state),
+        pending=reader.get(data, "pending", lambda v: [str(j) for j in v]),
+        active=reader.get(data, "active", lambda v: [str(j) for j in v]),
+    )
+
+
+def _random_state(value: Any) -> tuple[Any, ...]:
+    state = decode(value)
+    random.Random().setstate(state)  # raises on anything getstate() cannot have returned
+    return state
+
+
+def _policy_entry(data: Any, reader: _Reader) -> PolicyEntry:
+    if not isinstance(data, dict):
+        raise InputError("expected an object", path=reader.path, field="policy")
+    memory = reader.get(data, "memory", dict, default={})
+    merged = {**decode(memory.get("state", {})), **decode(memory.get("attributes", {}))}
+    return PolicyEntry(
+        name=reader.get(data, "name", _text),
+        options=reader.get(data, "options", dict, default={}),
+        memory=merged if memory else None,
+    )
+
+
+def _memory(memory: dict[str, Any] | None) -> dict[str, Any]:
+    if not memory:
+        return {}
+    public = {k: v for k, v in memory.items() if not k.startswith("_")}
+    private = {k: v for k, v in memory.items() if k.startswith("_")}
+    out: dict[str, Any] = {}
+    if public:
+        out["state"] = encode(public)
+    if private:
+        out["attributes"] = encode(private)
+    return out
+
+
+def _vectors(m: int) -> Callable[[Any], dict[Key, np.ndarray]]:
+    def convert(rows: Any) -> dict[Key, np.ndarray]:
+        out = {}
+        for key, vec in rows:
+            if len(vec) != m:
+                raise _Invalid(f"entry {key} has {len(vec)} values for {m} worker types")
+            out[tuple(key)] = np.array(vec, dtype=float)
+        return out
+
+    return convert
+
+
+def _placements(rows: Any) -> list[PlacementEntry]:
+    return [
+        PlacementEntry(tuple(str(k) for k in key), str(worker_type), tuple((str(n), int(g)) for n, g in gpus))
+        for key, worker_type, gpus in rows
+    ]
+
+
+def _mechanism_entry(data: Mapping[str, Any], m: int, reader: _Reader) -> MechanismEntry:
+    return MechanismEntry(
+        round_s=reader.get(data, "round_s", float),
+        last_reset=reader.get(data, "last_reset", _optional_number),
+        worker_time=reader.get(data, "worker_time", lambda v: np.array(v, dtype=float)),
+        job_time=reader.get(data, "job_time", _vectors(m)),
+        deficit=reader.get(data, "deficit", _vectors(m)),
+        alloc=reader.get(data, "alloc", _vectors(m)),
+        previous=reader.get(data, "previous", _placements),
+    )
+
+
+def _keyed(vectors: Mapping[Key, np.ndarray]) -> list[list[Any]]:
+    return [[list(k), v.tolist()] for k, v in vectors.items()]
+
+
+def _solve_entry(data: Any, m: int, reader: _Reader) -> SolveEntry | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise TypeError("expected an object")
+    job_ids = reader.get(data, "job_ids", lambda v: [str(j) for j in v])
+    return SolveEntry(
+        time_s=reader.get(data, "time_s", _number),
+        job_ids=job_ids,
+        x=reader.get(data, "x", lambda v: np.array(v, dtype=float).reshape(len(job_ids), m)),
+        objective=reader.get(data, "objective", _optional_number, default=None),
+        status=reader.get(data, "status", _text, default="restored"),
+        solver=reader.get(data, "solver", _optional_text, default=None),
+        build_s=reader.get(data, "build_s", _number, default=0.0),
+        solve_s=reader.get(data, "solve_s", _number, default=0.0),
+        n_classes=reader.get(data, "n_classes", lambda v: None if v is None else int(v), default=None),
+        pair_x=reader.get(data, "pair_x", _vectors(m), default={}),
+    )
+
+
+def _solve_record(solve: SolveEntry) -> dict[str, Any]:
+    return {
+        "time_s": solve.time_s,
+        "job_ids": list(solve.job_ids),
+        "x": solve.x.tolist(),
+        "objective": solve.objective,
+        "status": str(solve.status),
+        "solver": solve.solver,
+        "build_s": solve.build_s,
+        "solve_s": solve.solve_s,
+        "n_classes": solve.n_classes,
+        "pair_x": _keyed(solve.pair_x),
+    }
