@@ -128,7 +128,7 @@ def main() -> None:
             seconds, schedule, timings = one_call(folder, cluster_path)
             steady.append(seconds)
             parts.append(timings)
-        events = {"finished": [], "arrived": []}
+        events: dict[str, list[float]] = {"finished": [], "arrived": []}
         for k in range(max(3, args.calls // 4)):
             p = faithful_progress(schedule, done)
             if k % 2 == 0:

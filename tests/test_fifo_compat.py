@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import make_problem
 
 from planner.formats.cluster import parse_cluster
+from planner.formats.state import decode, encode
 from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.policies import make_policy
+from planner.policies.fifo import Fifo
 
 TYPES = ["k80", "p100", "v100"]
 
@@ -51,6 +55,21 @@ def test_without_compat_capacity_holds_across_calls():
     for ids in (["a", "b"], ["b", "c", "d"], ["c", "d", "e", "f"]):
         x = policy.allocate(jobs(ids)).x
         assert (x.sum(axis=0) <= 1).all() and (x.sum(axis=1) <= 1).all()
+
+
+@pytest.mark.parametrize("gavel_compat", [True, False])
+def test_state_through_json_continues_the_same_calls(gavel_compat):
+    """Gavel's job -> type memory, arrival ranks, kept types and the random stream are the
+    policy's state: a fresh policy given it (through the state file's encoding) answers
+    the next calls as the original does."""
+    calls = [["a", "b"], ["b", "c", "d"], ["c", "d", "e", "f"], ["e", "f", "g"], ["g", "h", "i", "j"]]
+    original = Fifo(perf_aware=False, seed=5, gavel_compat=gavel_compat)
+    for ids in calls[:2]:
+        original.allocate(jobs(ids))
+    copy = Fifo(perf_aware=False, seed=0, gavel_compat=gavel_compat)
+    copy.set_state(decode(json.loads(json.dumps(encode(original.get_state())))))
+    for ids in calls[2:]:
+        assert (copy.allocate(jobs(ids)).x == original.allocate(jobs(ids)).x).all()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from planner.formats.jobs import Job
 from planner.formats.table import JobType, ThroughputTable
 from planner.policies import POLICY_NAMES, make_policy
 from planner.rounds.engine import EngineConfig, run_engine
-from planner.rounds.mechanism import FreeGpus, RoundMechanism, visiting_order
+from planner.rounds.mechanism import FreeGpus, Key, RoundMechanism, visiting_order
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
 SOLO_POLICIES = [p for p in POLICY_NAMES if "packed" not in p and p != "gandiva"]
@@ -65,12 +65,12 @@ def test_free_gpus_best_fit_then_fewest_nodes():
 
 def test_gang_stays_on_one_node_and_lease_is_extended():
     mech = RoundMechanism(one_type(8, 4), round_s=100)
-    scale = {("big",): 4, ("s1",): 1, ("s2",): 2}
+    scale: dict[Key, int] = {("big",): 4, ("s1",): 1, ("s2",): 2}
     for k in scale:
         mech.add(k)
     mech.reset(0.0)
     mech.set_allocation({k: np.array([1.0]) for k in scale})
-    runnable = {k: np.array([True]) for k in scale}
+    runnable: dict[Key, np.ndarray] = {k: np.array([True]) for k in scale}
     first = mech.place(mech.select([0], scale, runnable), scale)
     by_job = {p.jobs: p for p in first}
     assert len({node for node, _ in by_job[("big",)].gpus}) == 1
@@ -80,14 +80,46 @@ def test_gang_stays_on_one_node_and_lease_is_extended():
 
 def test_fifo_skips_zero_priority_entries():
     mech = RoundMechanism(one_type(2, 2), round_s=100)
-    scale = {("a",): 1, ("b",): 1}
+    scale: dict[Key, int] = {("a",): 1, ("b",): 1}
     for k in scale:
         mech.add(k)
     mech.reset(0.0)
     mech.set_allocation({("a",): np.array([1.0]), ("b",): np.array([0.0])})
-    runnable = {k: np.array([True]) for k in scale}
+    runnable: dict[Key, np.ndarray] = {k: np.array([True]) for k in scale}
     assert [k for k, _ in mech.select([0], scale, runnable, fifo=True)] == [("a",)]
     assert len(mech.select([0], scale, runnable, fifo=False)) == 2  # work conserving
+
+
+def test_snapshot_restores_the_books_and_drops_leases_on_departed_nodes():
+    cluster = cluster_from_dict({"worker_types": {"g": {"gpus": 4, "gpus_per_node": 2}}})
+    mech = RoundMechanism(cluster, round_s=100)
+    scale: dict[Key, int] = {("a",): 1, ("b",): 2, ("c",): 1}
+    for k in scale:
+        mech.add(k)
+    mech.reset(0.0)
+    mech.set_allocation({("a",): np.array([0.5]), ("b",): np.array([1.0]), ("c",): np.array([0.5])})
+    runnable: dict[Key, np.ndarray] = {k: np.array([True]) for k in scale}
+    for placement in mech.place(mech.select([0], scale, runnable), scale):
+        mech.record(placement.jobs, 0, 100.0)
+    mech.reset(100.0)
+    snapshot = mech.snapshot()
+    chosen = mech.select([0], scale, runnable)
+    placed = mech.place(chosen, scale)
+    received = snapshot.job_time[("a",)][0]
+    mech.record(("a",), 0, 50.0)
+    assert snapshot.job_time[("a",)][0] == received  # the snapshot is a copy
+
+    twin = RoundMechanism(cluster, round_s=100)
+    twin.restore(snapshot)
+    assert list(twin.job_time) == [("a",), ("b",), ("c",)]  # arrival order: the tie-break
+    assert twin.select([0], scale, runnable) == chosen
+    assert twin.place(chosen, scale) == placed  # the leases carried over too
+
+    # The same books on a cluster whose nodes were renamed: every lease is dropped.
+    renamed = cluster_from_dict({"worker_types": {"g": {"gpus": 4, "gpus_per_node": 2, "nodes": ["x", "y"]}}})
+    moved = RoundMechanism(renamed, round_s=100)
+    moved.restore(snapshot)
+    assert moved.previous == {} and list(moved.deficit) == list(snapshot.deficit)
 
 
 def test_visiting_order_is_fastest_first_from_data():
@@ -167,7 +199,8 @@ def test_schedules_never_double_book_and_keep_gangs_whole(scenario, policy_name)
     result = run_engine(jobs, table, cluster, make_policy(policy_name), EngineConfig(round_s=360))
     by_id = {j.job_id: j for j in jobs}
     for r in result.rounds:
-        used, seen_jobs = set(), set()
+        used: set[tuple[str, int]] = set()
+        seen_jobs: set[str] = set()
         assert r.end_s > r.start_s
         for p in r.placements:
             spec = cluster.worker_types[p.worker_type]

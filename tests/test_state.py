@@ -20,22 +20,24 @@ from planner.cli.plan import plan_next_round_command
 from planner.errors import InputError
 from planner.formats.cluster import cluster_from_dict, read_cluster
 from planner.formats.jobs import Job, read_jobs
-from planner.formats.schedule import build_schedule
 from planner.formats.schedule_check import check_schedule
+from planner.formats.state import StateDocument
+from planner.formats.state import read_state as read_state_document
 from planner.formats.table import JobType, ThroughputTable, read_table
 from planner.modes.next_round import make_policy_from, next_round
+from planner.modes.plan import build_schedule
 from planner.modes.state import (
-    ENGINE_REBUILT,
-    ENGINE_SAVED,
     STATE_FORMAT,
     JobProgress,
     Progress,
     decode,
     encode,
+    engine_snapshot,
     read_progress,
     read_state,
     restore_engine,
     save_engine,
+    state_document,
 )
 from planner.rounds.engine import Engine, EngineConfig
 
@@ -98,11 +100,74 @@ def canonical(rounds):
 # ----------------------------------------------------------------- state document
 
 
-def test_every_engine_attribute_is_saved_or_rebuilt():
+SMALL = cluster_from_dict(
+    {
+        "worker_types": {
+            "a100": {"gpus": 2, "gpus_per_node": 2},
+            "v100": {"gpus": 2, "gpus_per_node": 1},
+            "t4": {"gpus": 2, "gpus_per_node": 2},
+        }
+    }
+)
+
+
+def crowded(jobs):
+    """More single-GPU jobs than the small cluster has GPUs (gandiva pairs them at random)."""
+    single = [j for j in staggered(jobs) if j.scale_factor == 1]
+    return [dataclasses.replace(j, job_id=f"{j.job_id}-{k}") for k in range(2) for j in single]
+
+
+def through_json(engine, policy, cluster=CLUSTER):
+    """The engine as the state file has it: snapshot -> document -> JSON text -> a new engine."""
+    document = state_document(engine.snapshot(), policy_name=policy, policy_options={})
+    data = json.loads(json.dumps(document.to_json()))
+    snapshot = engine_snapshot(StateDocument.from_json(data), table=TABLE, cluster=cluster)
+    return Engine.from_snapshot(snapshot, TABLE, cluster, make_policy_from(policy, {}))
+
+
+def without_timings(state):
+    if state["last_solve"]:
+        state["last_solve"].update(build_s=0.0, solve_s=0.0)
+    return state
+
+
+ROUND_TRIPS = [
+    pytest.param("max_min_fairness_perf", CLUSTER, EngineConfig(), id="las"),
+    # the engine's own random stream (visiting order shuffled every round)
+    pytest.param("max_min_fairness", CLUSTER, EngineConfig(visit_order="shuffle", seed=3), id="las-shuffled"),
+    pytest.param("fifo", CLUSTER, EngineConfig(), id="fifo-random-stream"),
+    pytest.param("fifo", CLUSTER, EngineConfig(gavel_compat=True, min_resolve_interval_s=1920.0), id="fifo-gavel"),
+    pytest.param("finish_time_fairness_perf", CLUSTER, EngineConfig(), id="ftf-history"),
+    pytest.param("max_min_fairness_packed", CLUSTER, EngineConfig(), id="las-packed"),
+    pytest.param("gandiva", SMALL, EngineConfig(), id="gandiva-partners"),
+]
+
+
+@pytest.mark.parametrize("policy,cluster,config", ROUND_TRIPS)
+@pytest.mark.parametrize("stop", [1, 5])
+def test_snapshot_through_json_continues_like_an_uninterrupted_run(policy, cluster, config, stop):
+    jobs = crowded(DEMO_JOBS) if cluster is SMALL else staggered(DEMO_JOBS)
+    k = 8
+    uninterrupted = Engine(TABLE, cluster, make_policy_from(policy, {}), dataclasses.replace(config), jobs)
+    expected = [uninterrupted.step() for _ in range(stop + k)][stop:]
+    engine = Engine(TABLE, cluster, make_policy_from(policy, {}), dataclasses.replace(config), jobs)
+    for _ in range(stop):
+        engine.step()
+    restored = through_json(engine, policy, cluster)
+    assert [restored.step() for _ in range(k)] == expected
+    assert restored.outcomes == uninterrupted.outcomes
+    after = [without_timings(save_engine(e, policy_name=policy, policy_options={})) for e in (restored, uninterrupted)]
+    assert after[0] == after[1]
+
+
+def test_snapshot_is_a_copy():
     engine = Engine(TABLE, CLUSTER, make_policy_from("fifo", {}), EngineConfig(), DEMO_JOBS)
     engine.step()
-    unknown = set(vars(engine)) - set(ENGINE_SAVED) - set(ENGINE_REBUILT)
-    assert not unknown, f"planner/state.py does not save engine attribute(s) {sorted(unknown)}"
+    snapshot = engine.snapshot()
+    before = json.dumps(state_document(snapshot, policy_name="fifo", policy_options={}).to_json())
+    for _ in range(3):
+        engine.step()
+    assert json.dumps(state_document(snapshot, policy_name="fifo", policy_options={}).to_json()) == before
 
 
 @pytest.mark.parametrize("policy", ["finish_time_fairness_perf", "fifo", "max_min_fairness_packed"])
@@ -110,17 +175,57 @@ def test_state_round_trips(policy):
     engine = Engine(TABLE, CLUSTER, make_policy_from(policy, {}), EngineConfig(), staggered(DEMO_JOBS))
     for _ in range(6):
         engine.step()
-    saved = json.loads(json.dumps(save_engine(engine, policy_name=policy, policy_options={}, rounds_done=6)))
-    assert saved["format"] == STATE_FORMAT
+    saved = json.loads(json.dumps(save_engine(engine, policy_name=policy, policy_options={})))
+    assert saved["format"] == STATE_FORMAT and saved["rounds_done"] == 6
+    assert StateDocument.from_json(saved).to_json() == saved  # the document reads and writes every key
     restored = restore_engine(saved, table=TABLE, cluster=CLUSTER, policy=make_policy_from(policy, {}))
-    again = json.loads(
-        json.dumps(
-            save_engine(restored.engine, policy_name=policy, policy_options={}, rounds_done=restored.rounds_done)
-        )
-    )
+    again = json.loads(json.dumps(save_engine(restored.engine, policy_name=policy, policy_options={})))
     assert again == saved
     if policy != "max_min_fairness_packed":  # stateless
         assert saved["policy"]["memory"], "the policy's memory (history / random stream) is saved"
+
+
+def test_policy_memory_keeps_the_state_file_layout():
+    """Private entries (random streams, FIFO's books) under `attributes`, the rest under `state`,
+    as state files have always had them."""
+    memory = {}
+    for policy, jobs, cluster in (
+        ("fifo", DEMO_JOBS, CLUSTER),
+        ("gandiva", crowded(DEMO_JOBS), SMALL),
+        ("finish_time_fairness_perf", DEMO_JOBS, CLUSTER),
+        ("max_min_fairness_perf", DEMO_JOBS, CLUSTER),
+    ):
+        engine = Engine(TABLE, cluster, make_policy_from(policy, {}), EngineConfig(), jobs)
+        engine.step()
+        memory[policy] = save_engine(engine, policy_name=policy, policy_options={})["policy"]["memory"]
+    assert list(memory["fifo"]) == ["attributes"]
+    assert list(memory["fifo"]["attributes"]) == ["_previous", "_gavel", "_rank", "_rng"]
+    assert list(memory["fifo"]["attributes"]["_rng"]) == ["__random__"]
+    assert list(memory["gandiva"]) == ["state", "attributes"] and list(memory["gandiva"]["attributes"]) == ["_rng"]
+    assert memory["gandiva"]["state"]["partner"], "the crowded cluster pairs jobs"
+    assert list(memory["finish_time_fairness_perf"]) == ["state"]
+    assert memory["max_min_fairness_perf"] == {}
+
+
+def test_state_document_errors_name_the_file_and_field(tmp_path):
+    _, state = first_round()
+    cases = [
+        (lambda s: s["jobs"][0].update(total_steps="many"), r"row 1: field 'jobs.total_steps'"),
+        (lambda s: s["jobs"][1].pop("model"), r"row 2: field 'jobs.model': is required"),
+        (lambda s: s["jobs"][0].update(status="lost"), r"row 1: field 'jobs.status': expected one of pending, active"),
+        (lambda s: s["engine"].update(shuffle=[1, 2]), r"field 'engine.shuffle'"),
+        (lambda s: s["engine"]["active"].append("ghost"), r"field 'engine': job 'ghost' is listed"),
+        (lambda s: s["mechanism"]["job_time"][0][1].append(0.0), r"field 'mechanism.job_time': entry \["),
+        (lambda s: s["last_solve"].update(x="none"), r"field 'last_solve.x'"),
+        (lambda s: s["policy"].pop("name"), r"field 'policy.name': is required"),
+    ]
+    for edit, message in cases:
+        broken = json.loads(json.dumps(state))
+        edit(broken)
+        path = tmp_path / "s.json"
+        path.write_text(json.dumps(broken))
+        with pytest.raises(InputError, match=r"s\.json: " + message):
+            read_state_document(path)
 
 
 def test_tagged_values_round_trip():

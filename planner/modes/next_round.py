@@ -17,50 +17,48 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
-from planner.formats.jobs import Job
+from planner.formats.files import file_digest
+from planner.formats.jobs import Job, parse_jobs
+from planner.formats.state import STATE_FORMAT, StateDocument
 from planner.formats.table import ThroughputTable
-from planner.modes.state import STATE_FORMAT, Progress, apply_progress, restore_engine, save_engine, submit_new
-from planner.rounds.engine import Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord
+from planner.modes.plan import build_schedule
+from planner.modes.state import Progress, apply_progress, restore_engine, state_document, submit_new
+from planner.policies import PolicyOptions, make_policy
+from planner.policies.base import Policy
+from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord, Solve
 
 DEFAULT_POLICY = "max_min_fairness_perf"
 
 
 @dataclass
 class NextRound:
-    schedule: dict
-    state: dict
+    schedule: dict[str, Any]
+    state: dict[str, Any]  # the state file's JSON (write_state writes it)
     records: list[RoundRecord]
     notes: list[str]
     done: bool  # nothing is left waiting or running
     timings: dict[str, float] = field(default_factory=dict)
 
 
-def make_policy_from(name: str, options: dict) -> Any:
-    """A fresh policy from its name and saved options (method, aggregate, seed, ...)."""
-    import inspect
-
-    from planner import policies
-
-    options_cls = getattr(policies, "PolicyOptions", None)
-    if options_cls is not None:
-        known = {f.name for f in dataclasses.fields(options_cls)}
-        return policies.make_policy(name, options_cls(**{k: v for k, v in options.items() if k in known}))
-    accepted = inspect.signature(policies.make_policy).parameters
-    return policies.make_policy(name, **{k: v for k, v in options.items() if k in accepted and k != "name"})
+def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
+    """A fresh policy from its name and saved options (method, aggregate, seed, ...);
+    options this version does not know are ignored."""
+    known = {f.name for f in dataclasses.fields(PolicyOptions)}
+    return make_policy(name, PolicyOptions(**{k: v for k, v in options.items() if k in known}))
 
 
 def next_round(
     table: ThroughputTable,
     cluster: Cluster,
     *,
-    state: dict | None = None,
+    state: StateDocument | dict[str, Any] | None = None,
     jobs: list[Job] | None = None,
     progress: Progress | None = None,
     policy: str | None = None,
-    policy_options: dict | None = None,
+    policy_options: dict[str, Any] | None = None,
     round_s: float | None = None,
     rounds: int = 1,
-    inputs: dict | None = None,
+    inputs: dict[str, Any] | None = None,
     state_path: object = "<state>",
     progress_path: object = "<progress>",
     config: EngineConfig | None = None,
@@ -74,131 +72,149 @@ def next_round(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _next_round(
-            table,
-            cluster,
-            state=state,
-            jobs=jobs,
-            progress=progress,
-            policy=policy,
-            policy_options=policy_options,
-            round_s=round_s,
-            rounds=rounds,
-            inputs=inputs,
-            state_path=state_path,
-            progress_path=progress_path,
-            config=config,
-        )
+        started = time.perf_counter()
+        if state is None:
+            session = _fresh(table, cluster, jobs, policy, policy_options, round_s, config)
+        else:
+            session = _resumed(table, cluster, state, jobs, policy, policy_options, round_s, state_path)
+        return _plan(session, table, cluster, progress, rounds, inputs, progress_path, started)
     finally:
         if collecting:
             gc.enable()
 
 
-def _next_round(
-    table,
-    cluster,
-    *,
-    state,
-    jobs,
-    progress,
-    policy,
-    policy_options,
-    round_s,
-    rounds,
-    inputs,
-    state_path,
-    progress_path,
-    config,
-) -> NextRound:
-    started = time.perf_counter()
-    notes: list[str] = []
-    if state is None:
-        if not jobs:
-            raise InputError("no state yet: give the job list to start from", field="--jobs")
-        name = policy or DEFAULT_POLICY
-        options = dict(policy_options or {})
-        if config is None:
-            config = EngineConfig(round_s=round_s or 360.0)
-        elif round_s is not None:
-            config = dataclasses.replace(config, round_s=round_s)
-        engine = Engine(table, cluster, make_policy_from(name, options), config, jobs)
-        base, last_solve, cancelled = 0, None, set()
-    else:
-        saved_name = state.get("policy", {}).get("name", DEFAULT_POLICY)
-        options = dict(state.get("policy", {}).get("options", {}))
-        if policy_options:
-            options.update(policy_options)
-        name = policy or saved_name
-        restored = restore_engine(
-            state, table=table, cluster=cluster, policy=make_policy_from(name, options), path=state_path
-        )
-        engine = restored.engine
-        if name != saved_name:
-            engine.need_update = True  # the new policy starts with no memory
-            notes.append(f"policy changed from {saved_name} to {name}: re-solving")
-        if round_s is not None and round_s != engine.config.round_s:
-            engine.config.round_s = engine.mech.round_s = round_s
-            notes.append(f"round length changed to {round_s:g} s")
-        base, last_solve, cancelled = restored.rounds_done, restored.last_solve, restored.cancelled
-        if jobs:
-            notes += submit_new(engine, jobs, strict=False)
-    loaded = time.perf_counter()
-    if progress is not None and progress.round is not None and progress.round != base - 1:
+@dataclass
+class _Session:
+    """One call's engine and what the state file keeps beside it."""
+
+    engine: Engine
+    policy_name: str
+    options: dict[str, Any]
+    cancelled: set[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def _fresh(
+    table: ThroughputTable,
+    cluster: Cluster,
+    jobs: list[Job] | None,
+    policy: str | None,
+    policy_options: dict[str, Any] | None,
+    round_s: float | None,
+    config: EngineConfig | None,
+) -> _Session:
+    if not jobs:
+        raise InputError("no state yet: give the job list to start from", field="--jobs")
+    name = policy or DEFAULT_POLICY
+    options = dict(policy_options or {})
+    if config is None:
+        config = EngineConfig(round_s=round_s or DEFAULT_ROUND_S)
+    elif round_s is not None:
+        config = dataclasses.replace(config, round_s=round_s)
+    return _Session(Engine(table, cluster, make_policy_from(name, options), config, jobs), name, options, set())
+
+
+def _resumed(
+    table: ThroughputTable,
+    cluster: Cluster,
+    state: StateDocument | dict[str, Any],
+    jobs: list[Job] | None,
+    policy: str | None,
+    policy_options: dict[str, Any] | None,
+    round_s: float | None,
+    state_path: object,
+) -> _Session:
+    document = state if isinstance(state, StateDocument) else StateDocument.from_json(state, state_path)
+    saved_name = document.policy.name
+    options = {**document.policy.options, **(policy_options or {})}
+    name = policy or saved_name
+    restored = restore_engine(
+        document, table=table, cluster=cluster, policy=make_policy_from(name, options), path=state_path
+    )
+    session = _Session(restored.engine, name, options, restored.cancelled)
+    engine = session.engine
+    if name != saved_name:
+        engine.request_resolve()
+        session.notes.append(f"policy changed from {saved_name} to {name}: re-solving")
+    if round_s is not None and round_s != engine.config.round_s:
+        engine.set_round_length(round_s)
+        session.notes.append(f"round length changed to {round_s:g} s")
+    if jobs:
+        session.notes += submit_new(engine, jobs, strict=False)
+    return session
+
+
+def _merge_progress(
+    session: _Session, progress: Progress, table: ThroughputTable, cluster: Cluster, path: object
+) -> list[str]:
+    """The launcher's report on the last planned round, then the jobs it adds."""
+    engine = session.engine
+    base = engine.n_rounds
+    if progress.round is not None and progress.round != base - 1:
         expected = f"round {base - 1}" if base else "no round (nothing was planned yet)"
         raise InputError(
             f"reports progress of round {progress.round}, but the last planned round is {expected}; "
             "was this progress applied already?",
-            path=progress_path,
+            path=path,
             field="round",
         )
-    if progress is not None:
-        notes += apply_progress(engine, progress, cluster=cluster, cancelled=cancelled, path=progress_path)
-        if progress.new_jobs:
-            from planner.formats.jobs import parse_jobs
+    notes = apply_progress(engine, progress, cluster=cluster, cancelled=session.cancelled, path=path)
+    if progress.new_jobs:
+        records = [dict(r) for r in progress.new_jobs]
+        for r in records:
+            if r.get("arrival_s") in (None, ""):
+                r["arrival_s"] = engine.t or 0.0
+        fresh = parse_jobs(records, table=table, cluster=cluster, path=path)
+        notes += submit_new(engine, fresh, strict=True, path=path)
+    return notes
 
-            records = [dict(r) for r in progress.new_jobs]
-            for r in records:
-                if r.get("arrival_s") in (None, ""):
-                    r["arrival_s"] = engine.t or 0.0
-            notes += submit_new(
-                engine,
-                parse_jobs(records, table=table, cluster=cluster, path=progress_path),
-                strict=True,
-                path=progress_path,
-            )
-    in_play = [jid for jid in engine.outcomes if jid in engine.active] + [j.job_id for j in engine.pending]
-    at_start = {jid: engine.outcomes[jid].steps_done for jid in in_play}
-    busy_before = dict(engine.busy)
-    solves_before = len(engine.solves)
-    merged = time.perf_counter()
 
+def _steps(engine: Engine, rounds: int) -> list[RoundRecord]:
     records: list[RoundRecord] = []
-    for k in range(rounds):
+    for _ in range(rounds):
         record = engine.step()
         if record is None:
             break
-        if not hasattr(engine, "n_rounds"):
-            record.index = base + k  # older engines number rounds from their own start
         records.append(record)
+    return records
+
+
+def _plan(
+    session: _Session,
+    table: ThroughputTable,
+    cluster: Cluster,
+    progress: Progress | None,
+    rounds: int,
+    inputs: dict[str, Any] | None,
+    progress_path: object,
+    started: float,
+) -> NextRound:
+    engine = session.engine
+    base = engine.n_rounds
+    loaded = time.perf_counter()
+    if progress is not None:
+        session.notes += _merge_progress(session, progress, table, cluster, progress_path)
+    in_play = [jid for jid in engine.outcomes if jid in engine.active] + [j.job_id for j in engine.pending]
+    at_start = {jid: engine.outcomes[jid].steps_done for jid in in_play}
+    busy_before = dict(engine.busy)
+    merged = time.perf_counter()
+
+    records = _steps(engine, rounds)
     stepped = time.perf_counter()
 
-    if len(engine.solves) > solves_before:
-        last_solve = engine.solves[-1]
-    rounds_done = base + len(records)
-    schedule = _schedule(
-        engine, records, in_play, at_start, busy_before, last_solve, name, options, inputs or {}, base, rounds_done
-    )
-    new_state = save_engine(
-        engine,
+    name, options = session.policy_name, session.options
+    window = _Window(records, in_play, at_start, busy_before, base, engine.n_rounds)
+    schedule = _schedule(engine, window, engine.last_solve, name, options, inputs or {})
+    document = state_document(
+        engine.snapshot(),
         policy_name=name,
         policy_options=options,
         inputs=_input_paths(inputs),
-        last_solve=last_solve,
-        cancelled=cancelled,
-        rounds_done=rounds_done,
+        cancelled=session.cancelled,
     )
     done = not engine.active and not engine.pending
     schedule["next_round"]["done"] = done
+    new_state = document.to_json()
     finished = time.perf_counter()
     timings = {
         "restore_s": loaded - started,
@@ -207,13 +223,24 @@ def _next_round(
         "save_s": finished - stepped,
         "total_s": finished - started,
     }
-    return NextRound(schedule, new_state, records, notes, done, timings)
+    return NextRound(schedule, new_state, records, session.notes, done, timings)
 
 
-def _input_paths(inputs: dict | None) -> dict:
-    from planner.formats.schedule import file_digest
+@dataclass
+class _Window:
+    """The rounds this call planned and what the jobs in play had before them."""
 
-    out = {}
+    records: list[RoundRecord]
+    in_play: list[str]  # jobs running or waiting when the call started planning
+    at_start: dict[str, float]  # their steps done then
+    busy_before: dict[str, float]  # GPU-seconds per type then
+    first_round: int
+    rounds_done: int
+
+
+def _input_paths(inputs: dict[str, Any] | None) -> dict[str, Any]:
+    """name -> {path, digest} of each input file (digest None: it cannot be read now)."""
+    out: dict[str, Any] = {}
     for name, path in (inputs or {}).items():
         try:
             out[name] = {"path": str(path), "digest": file_digest(path)}
@@ -224,32 +251,27 @@ def _input_paths(inputs: dict | None) -> dict:
 
 def _schedule(
     engine: Engine,
-    records: list[RoundRecord],
-    in_play: list[str],
-    at_start: dict[str, float],
-    busy_before: dict[str, float],
-    last_solve,
+    window: _Window,
+    last_solve: Solve | None,
     policy: str,
-    options: dict,
-    inputs: dict,
-    base: int,
-    rounds_done: int,
-) -> dict:
-    from planner.formats.schedule import build_schedule
-
+    options: dict[str, Any],
+    inputs: dict[str, Any],
+) -> dict[str, Any]:
+    """The `rota.schedule/v1` document of this call's rounds (jobs in play only)."""
+    records = window.records
     outcomes = {
         jid: JobOutcome(
-            engine.outcomes[jid].job.with_progress(at_start[jid]),
+            engine.outcomes[jid].job.with_progress(window.at_start[jid]),
             engine.outcomes[jid].finish_s,
             engine.outcomes[jid].steps_done,
         )
-        for jid in in_play
+        for jid in window.in_play
     }
-    finishes = [o.finish_s for o in outcomes.values()]
     end = records[-1].end_s if records else (engine.t or 0.0)
-    makespan = max(finishes) if finishes and all(f is not None for f in finishes) else end
-    busy = {w: engine.busy[w] - busy_before.get(w, 0.0) for w in engine.types}
-    capacity = {w: cluster_gpus for w, cluster_gpus in ((w, engine.cluster.capacity(w)) for w in engine.types)}
+    finishes = [o.finish_s for o in outcomes.values() if o.finish_s is not None]
+    makespan = max(finishes) if finishes and len(finishes) == len(outcomes) else end
+    busy = {w: engine.busy[w] - window.busy_before.get(w, 0.0) for w in engine.types}
+    capacity = {w: engine.cluster.capacity(w) for w in engine.types}
     result = EngineResult(
         rounds=records,
         outcomes=outcomes,
@@ -266,22 +288,22 @@ def _schedule(
         options={**options, "round_s": engine.config.round_s},
         config=engine.config,
     )
-    window = (records[-1].end_s - records[0].start_s) if records else 0.0
+    span = (records[-1].end_s - records[0].start_s) if records else 0.0
     schedule["utilisation"] = {
-        w: (busy[w] / (capacity[w] * window) if window > 0 and capacity[w] else 0.0) for w in engine.types
+        w: (busy[w] / (capacity[w] * span) if span > 0 and capacity[w] else 0.0) for w in engine.types
     }
     for jid, entry in schedule["jobs"].items():
         job = engine.outcomes[jid].job
         entry.update(
             model=job.job_type.model,
             batch_size=job.job_type.batch_size,
-            command=getattr(job, "command", None),
+            command=job.command,
             steps_done_after=engine.outcomes[jid].steps_done,
         )
     schedule["next_round"] = {
         "state_format": STATE_FORMAT,
-        "first_round": base,
-        "rounds_done": rounds_done,
+        "first_round": window.first_round,
+        "rounds_done": window.rounds_done,
         "time_s": engine.t,
         "active_jobs": len(engine.active),
         "waiting_jobs": len(engine.pending),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -53,12 +54,22 @@ class Stateful(Protocol):
 
     Next-round mode saves `get_state()` in the state file and hands it back through
     `set_state()`, so K single-round calls equal one K-round plan. The state must be
-    JSON-encodable with planner's state encoder (tuples, dict keys of tuples, random streams).
+    JSON-encodable with planner's state encoder (tuples, dict keys of tuples, random streams);
+    entries named like private attributes (`_rng`) are filed under the state file's
+    `memory.attributes`, the others under `memory.state`. `set_state` may receive another
+    policy's state (the policy changed between calls): it takes what it knows.
     """
 
     def get_state(self) -> dict[str, Any]: ...
 
     def set_state(self, state: dict[str, Any]) -> None: ...
+
+
+def copy_random(rng: random.Random) -> random.Random:
+    """An independent random stream in the same state (what get_state hands out)."""
+    twin = random.Random()
+    twin.setstate(rng.getstate())
+    return twin
 
 
 def empty_allocation(problem: Problem) -> Allocation:

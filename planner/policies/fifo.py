@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from planner.policies.base import Allocation, Status, empty_allocation
+from planner.policies.base import Allocation, Status, copy_random, empty_allocation
 from planner.policies.problem import Problem
 
 
@@ -36,10 +37,29 @@ class Fifo:
     def name(self) -> str:
         return "fifo_perf" if self.perf_aware else "fifo"
 
+    def get_state(self) -> dict[str, Any]:
+        """Where running jobs are, Gavel's memory, and the random stream. The keys are the
+        attribute names: state files have always listed them so."""
+        return {
+            "_previous": dict(self._previous),
+            "_gavel": dict(self._gavel),
+            "_rank": dict(self._rank),
+            "_rng": copy_random(self._rng),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self._previous = dict(state.get("_previous", self._previous))
+        self._gavel = dict(state.get("_gavel", self._gavel))
+        self._rank = dict(state.get("_rank", self._rank))
+        if "_rng" in state:
+            self._rng = copy_random(state["_rng"])
+
     def allocate(self, problem: Problem) -> Allocation:
         if problem.n_jobs == 0:
             if self.gavel_compat:
-                self._gavel.clear(), self._rank.clear()  # Gavel's walk over no jobs forgets them all
+                # Gavel's walk over no jobs forgets them all
+                self._gavel.clear()
+                self._rank.clear()
             return empty_allocation(problem)
         n, m = problem.throughput.shape
         x = np.zeros((n, m))
@@ -167,6 +187,6 @@ class FifoPacked:
             x[best, j] = 0.0
             row = np.zeros(x.shape[1])
             row[j] = 1.0
-            ids = tuple(sorted((problem.job_ids[i], problem.job_ids[best])))
-            pair_x[ids] = row
+            first, second = sorted((problem.job_ids[i], problem.job_ids[best]))
+            pair_x[(first, second)] = row
         return Allocation(x, status=Status.CLOSED_FORM, pair_x=pair_x)

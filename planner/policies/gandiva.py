@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation, Status, empty_allocation
+from planner.policies.base import Allocation, Status, copy_random, empty_allocation
 from planner.policies.problem import Problem
+
+Pair = tuple[str, str]
 
 
 @dataclass
@@ -32,14 +35,17 @@ class Gandiva:
     def __post_init__(self):
         self._rng = random.Random(self.seed)
 
-    def get_state(self) -> dict:
-        return {"partner": dict(self.partner)}
+    def get_state(self) -> dict[str, Any]:
+        return {"partner": dict(self.partner), "_rng": copy_random(self._rng)}
 
-    def set_state(self, state: dict) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
         self.partner = dict(state.get("partner", {}))
+        if "_rng" in state:
+            self._rng = copy_random(state["_rng"])
 
     def _pair_rates(self, problem: Problem, a: int, b: int) -> list[tuple[int, float, float]]:
         table = problem.table
+        assert table is not None  # allocate() refuses problems without one
         out = []
         for j, w in enumerate(problem.worker_types):
             ra, rb = table.pair(w, problem.job_types[a], problem.job_types[b])
@@ -57,27 +63,45 @@ class Gandiva:
         if problem.table is None:
             raise InputError("gandiva needs the throughput table for co-located pairs", field="partner_model")
         index = {jid: i for i, jid in enumerate(problem.job_ids)}
+        pairs: dict[Pair, tuple[int, int]] = {}
+        if problem.scale.sum() > problem.capacity.sum():
+            pairs = self._kept_pairs(problem, index)
+            self._pair_at_random(problem, index, pairs)
+        x, pair_x = self._equal_shares(problem, pairs)
+        self.partner = {}
+        for a_id, b_id in pairs:
+            self.partner[a_id], self.partner[b_id] = b_id, a_id
+        return Allocation(x, status=Status.CLOSED_FORM, pair_x=pair_x)
+
+    def _kept_pairs(self, problem: Problem, index: dict[str, int]) -> dict[Pair, tuple[int, int]]:
+        """Last call's pairs whose members are both still here and that still help."""
         pairs = {}
         for a_id, b_id in self.partner.items():
             if a_id < b_id and a_id in index and b_id in index and self._helps(problem, index[a_id], index[b_id]):
                 pairs[(a_id, b_id)] = (index[a_id], index[b_id])
+        return pairs
+
+    def _pair_at_random(self, problem: Problem, index: dict[str, int], pairs: dict[Pair, tuple[int, int]]) -> None:
+        """One random draw per unpaired job; a draw of two that cannot share a GPU is wasted."""
+        paired = {i for ab in pairs.values() for i in ab}
+        alone = [i for i in range(problem.n_jobs) if i not in paired]
+        for _ in range(len(alone)):
+            if len(alone) < 2:
+                break
+            a, b = self._rng.sample(alone, 2)
+            if problem.scale[a] != problem.scale[b] or not self._pair_rates(problem, a, b):
+                continue  # wasted attempt, as in Gandiva
+            alone.remove(a)
+            alone.remove(b)
+            first, second = sorted((problem.job_ids[a], problem.job_ids[b]))
+            pairs[(first, second)] = (index[first], index[second])
+
+    def _equal_shares(
+        self, problem: Problem, pairs: dict[Pair, tuple[int, int]]
+    ) -> tuple[np.ndarray, dict[Pair, np.ndarray]]:
+        """Every job alone and every pair gets the same share of each type where it runs."""
         n, m = problem.throughput.shape
         capacity = problem.capacity
-        if problem.scale.sum() > capacity.sum():
-            paired = {i for ab in pairs.values() for i in ab}
-            alone = [i for i in range(n) if i not in paired]
-            for _ in range(len(alone)):
-                if len(alone) < 2:
-                    break
-                a, b = self._rng.sample(alone, 2)
-                if problem.scale[a] != problem.scale[b] or not self._pair_rates(problem, a, b):
-                    continue  # wasted attempt, as in Gandiva
-                alone.remove(a)
-                alone.remove(b)
-                ids = tuple(sorted((problem.job_ids[a], problem.job_ids[b])))
-                pairs[ids] = (index[ids[0]], index[ids[1]])
-        else:
-            pairs = {}
         paired = {i for ab in pairs.values() for i in ab}
         combos = len(pairs) + (n - len(paired))
         x = np.zeros((n, m))
@@ -92,7 +116,4 @@ class Gandiva:
                 runs[j] = 1.0
             row = runs * capacity / (combos * problem.scale[a])
             pair_x[ids] = row / max(1.0, row.sum())
-        self.partner = {}
-        for a_id, b_id in pairs:
-            self.partner[a_id], self.partner[b_id] = b_id, a_id
-        return Allocation(x, status=Status.CLOSED_FORM, pair_x=pair_x)
+        return x, pair_x

@@ -9,11 +9,13 @@ no more often than `min_resolve_interval_s` (Gavel used 1920 s).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -21,9 +23,9 @@ from planner.errors import InputError
 from planner.formats.cluster import Cluster
 from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
-from planner.policies.base import Allocation, Policy
+from planner.policies.base import Allocation, Policy, Stateful
 from planner.policies.problem import build_problem
-from planner.rounds.mechanism import Key, Placement, RoundMechanism, visiting_order
+from planner.rounds.mechanism import Gpu, Key, MechanismSnapshot, Placement, RoundMechanism, visiting_order
 
 DEFAULT_ROUND_S = 360.0  # Gavel's round length (6 minutes)
 
@@ -61,7 +63,8 @@ class RoundRecord:
     start_s: float
     end_s: float
     placements: list[Placement]
-    planned_steps: dict[str, int]
+    # Whole steps; Gavel's compat mode runs the exact, possibly fractional, remainder.
+    planned_steps: dict[str, float]
 
 
 @dataclass
@@ -80,6 +83,33 @@ class JobOutcome:
     @property
     def jct_s(self) -> float | None:
         return None if self.finish_s is None else self.finish_s - self.job.arrival_s
+
+
+@dataclass
+class EngineSnapshot:
+    """Everything an engine needs to continue exactly where it stopped, as values.
+
+    `Engine.snapshot()` takes one, `Engine.from_snapshot()` continues from one: the
+    restored engine steps through the rounds the original would have. Nothing is
+    rounded, so a snapshot that goes through JSON and back is exact.
+    """
+
+    config: EngineConfig
+    worker_types: list[str]
+    outcomes: list[JobOutcome]  # every job submitted, in submission order
+    pending: list[str]  # ids of jobs waiting for their arrival, in arrival order
+    active: list[str]  # ids of admitted jobs that have not finished, in admission order
+    t: float | None  # the clock: where the next round starts
+    need_update: bool  # the job set changed since the last solve
+    order: list[int]  # base worker-type visiting order (from the last solve)
+    finished: int
+    busy: dict[str, float]  # GPU-seconds per worker type
+    round_origin: float  # end of the previous round (Gavel counts execution time from it)
+    shuffle: tuple[Any, ...]  # random.Random.getstate() of the per-round shuffle stream
+    rounds_done: int
+    mechanism: MechanismSnapshot
+    last_solve: Solve | None = None
+    policy_state: dict[str, Any] | None = None  # a Stateful policy's get_state()
 
 
 @dataclass
@@ -109,7 +139,7 @@ class Engine:
         cluster: Cluster,
         policy: Policy,
         config: EngineConfig | None = None,
-        jobs: list[Job] = (),
+        jobs: Iterable[Job] = (),
         source: Callable[[float | None], list[Job]] | None = None,
         decision_table: ThroughputTable | None = None,
     ):
@@ -129,9 +159,11 @@ class Engine:
         self.outcomes: dict[str, JobOutcome] = {}
         self.rounds: list[RoundRecord] = []
         self.solves: list[Solve] = []
+        self.last_solve: Solve | None = None
         self.busy = {w: 0.0 for w in self.types}
         self.need_update = True
-        self.order = self._fixed_order() if self.config.type_order is not None else list(range(len(self.types)))
+        type_order = self.config.type_order
+        self.order = self._fixed_order(type_order) if type_order is not None else list(range(len(self.types)))
         self.finished = 0
         self.n_rounds = 0
         self.t: float | None = None
@@ -144,6 +176,64 @@ class Engine:
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
         self.submit(list(jobs))
 
+    # snapshot --------------------------------------------------------------
+    def snapshot(self) -> EngineSnapshot:
+        """The engine's state now, as values (the engine keeps running unaffected)."""
+        policy = self.policy
+        return EngineSnapshot(
+            config=dataclasses.replace(self.config),
+            worker_types=list(self.types),
+            outcomes=[JobOutcome(out.job, out.finish_s, out.steps_done) for out in self.outcomes.values()],
+            pending=[job.job_id for job in self.pending],
+            active=list(self.active),
+            t=self.t,
+            need_update=self.need_update,
+            order=list(self.order),
+            finished=self.finished,
+            busy=dict(self.busy),
+            round_origin=self._round_origin,
+            shuffle=self._shuffle.getstate(),
+            rounds_done=self.n_rounds,
+            mechanism=self.mech.snapshot(),
+            last_solve=self.last_solve,
+            policy_state=policy.get_state() if isinstance(policy, Stateful) else None,
+        )
+
+    @classmethod
+    def from_snapshot(
+        cls,
+        snapshot: EngineSnapshot,
+        table: ThroughputTable,
+        cluster: Cluster,
+        policy: Policy,
+        decision_table: ThroughputTable | None = None,
+    ) -> Engine:
+        """An engine that continues from `snapshot`; `policy` is a fresh policy object
+        (it gets `snapshot.policy_state` when it keeps state)."""
+        if list(snapshot.worker_types) != cluster.names:
+            raise ValueError(f"snapshot of worker types {snapshot.worker_types}, cluster has {cluster.names}")
+        engine = cls(table, cluster, policy, dataclasses.replace(snapshot.config), decision_table=decision_table)
+        engine._restore(snapshot)
+        return engine
+
+    def _restore(self, snapshot: EngineSnapshot) -> None:
+        self.outcomes = {out.job.job_id: JobOutcome(out.job, out.finish_s, out.steps_done) for out in snapshot.outcomes}
+        jobs = {jid: out.job for jid, out in self.outcomes.items()}
+        self.pending = [jobs[jid] for jid in snapshot.pending]
+        self.active = {jid: jobs[jid] for jid in snapshot.active}
+        self.t = snapshot.t
+        self.need_update = snapshot.need_update
+        self.order = list(snapshot.order)
+        self.finished = snapshot.finished
+        self.busy = {w: snapshot.busy.get(w, 0.0) for w in self.types}
+        self._round_origin = snapshot.round_origin
+        self._shuffle.setstate(snapshot.shuffle)
+        self.n_rounds = snapshot.rounds_done
+        self.mech.restore(snapshot.mechanism)
+        self.last_solve = snapshot.last_solve
+        if snapshot.policy_state is not None and isinstance(self.policy, Stateful):
+            self.policy.set_state(snapshot.policy_state)
+
     # inputs ----------------------------------------------------------------
     def submit(self, jobs: list[Job]) -> None:
         for job in jobs:
@@ -153,6 +243,45 @@ class Engine:
         self.pending = sorted(self.pending + list(jobs), key=lambda j: j.arrival_s)  # stable
         if self.t is None and self.pending:
             self.t = self.pending[0].arrival_s
+
+    # what a launcher reports between rounds ------------------------------------
+    def move_clock(self, t: float) -> None:
+        """The next round starts at `t` (the launcher's clock, not the planned end)."""
+        self.t = t
+
+    def set_steps_done(self, job_id: str, steps_done: float) -> None:
+        self.outcomes[job_id].steps_done = steps_done
+
+    def withdraw(self, job_id: str, finish_s: float | None) -> None:
+        """The job leaves now (finished early; cancelled: finish_s None). A job that had
+        already left keeps its place in the counts; only its finish time changes."""
+        if job_id in self.active:
+            self._complete(job_id)
+        elif any(job.job_id == job_id for job in self.pending):
+            self.pending = [job for job in self.pending if job.job_id != job_id]
+            self.finished += 1
+        self.outcomes[job_id].finish_s = finish_s
+
+    def reopen(self, job_id: str) -> None:
+        """A job the plan saw finish has steps left after all: it runs again, as a newcomer."""
+        out = self.outcomes[job_id]
+        out.finish_s = None
+        self.active[job_id] = out.job
+        self.mech.add((job_id,))
+        self.need_update = True
+        self.finished -= 1
+
+    def move_lease(self, job_id: str, worker_type: str, gpus: tuple[Gpu, ...]) -> None:
+        """The GPUs a running job really held; next round extends that lease instead."""
+        if (job_id,) in self.mech.job_time:
+            self.mech.move_lease(job_id, Placement((job_id,), worker_type, gpus))
+
+    def request_resolve(self) -> None:
+        """Re-solve before the next round (e.g. the policy changed)."""
+        self.need_update = True
+
+    def set_round_length(self, round_s: float) -> None:
+        self.config.round_s = self.mech.round_s = round_s
 
     def rate(self, key: Key, j: int) -> tuple[float, ...]:
         """Steps/s of each member of `key` on type j; zeros where it cannot run."""
@@ -183,25 +312,31 @@ class Engine:
             if new:
                 self.submit(new)
 
-    def _fixed_order(self) -> list[int]:
-        listed = [self.types.index(w) for w in self.config.type_order if w in self.types]
+    def _fixed_order(self, type_order: tuple[str, ...]) -> list[int]:
+        listed = [self.types.index(w) for w in type_order if w in self.types]
         return listed + [j for j in range(len(self.types)) if j not in listed]
 
+    def _clock(self) -> float:
+        if self.t is None:
+            raise RuntimeError("internal error: the engine has no clock before its first job")
+        return self.t
+
     def _admit(self) -> None:
-        while self.pending and self.pending[0].arrival_s <= self.t:
+        t = self._clock()
+        while self.pending and self.pending[0].arrival_s <= t:
             job = self.pending.pop(0)
             self.active[job.job_id] = job
             self.mech.add((job.job_id,))
             self.need_update = True
 
     def _resolve(self) -> None:
-        mech, t = self.mech, self.t
+        mech, t = self.mech, self._clock()
         mech.reset(t)
         current = list(self.active.values())
         remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done for jid in self.active}
         problem = build_problem(current, self.decision_table, self.cluster, now=t, remaining=remaining)
         allocation = self.policy.allocate(problem)
-        alloc = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
+        alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
         for pair, row in (allocation.pair_x or {}).items():
             alloc[pair] = row
             if pair not in mech.job_time:
@@ -209,8 +344,10 @@ class Engine:
         for key in [k for k in mech.job_time if len(k) > 1 and k not in alloc]:
             mech.remove(key)  # pairs the policy dropped
         mech.set_allocation(alloc)
-        self.solves.append(Solve(t, problem.job_ids, allocation))
-        self.order = self._fixed_order() if self.config.type_order is not None else visiting_order(problem.throughput)
+        self.last_solve = Solve(t, problem.job_ids, allocation)
+        self.solves.append(self.last_solve)
+        type_order = self.config.type_order
+        self.order = self._fixed_order(type_order) if type_order is not None else visiting_order(problem.throughput)
         self.need_update = False
 
     def _visiting_order(self) -> list[int]:
@@ -255,7 +392,7 @@ class Engine:
                 self.t = self.pending[0].arrival_s
                 continue
             if compat and self.need_update and mech.last_reset != 0:
-                mech.last_reset = 0.0  # Gavel forces a reset when nothing runs and no job is queued
+                mech.force_reset()  # Gavel forces a reset when nothing runs and no job is queued
                 continue
             raise InputError(
                 "no remaining job can be placed on the cluster "
@@ -263,10 +400,10 @@ class Engine:
             )
 
     def _execute(self, placements: list[Placement]) -> RoundRecord:
-        t, tau = self.t, self.config.round_s
+        t, tau = self._clock(), self.config.round_s
         compat = self.config.gavel_compat
         outcomes, type_index = self.outcomes, self._type_index
-        planned: dict[str, int] = {}
+        planned: dict[str, float] = {}
         finish: dict[str, float] = {}
         ends: list[float] = []  # per placement: when its slowest member finishes
         floor, ceil, rates = math.floor, math.ceil, self._rates

@@ -12,7 +12,7 @@ largest gangs first, a job keeps last round's GPUs when they are still free
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,6 +29,22 @@ class Placement:
     jobs: Key
     worker_type: str
     gpus: tuple[Gpu, ...]
+
+
+@dataclass
+class MechanismSnapshot:
+    """The mechanism's books between two rounds, as values (arrays are copies).
+
+    Entry order matters: it is arrival order, the tie-break of the greedy fill.
+    """
+
+    round_s: float
+    last_reset: float | None  # when shares were last folded into deficits (None: never)
+    worker_time: np.ndarray  # per type: time handed out since the last reset
+    job_time: dict[Key, np.ndarray] = field(default_factory=dict)  # per entry, per type: time received
+    deficit: dict[Key, np.ndarray] = field(default_factory=dict)
+    alloc: dict[Key, np.ndarray] = field(default_factory=dict)  # the policy's time fractions
+    previous: dict[Key, Placement] = field(default_factory=dict)  # last round's GPUs (lease extension)
 
 
 def visiting_order(throughput: np.ndarray) -> list[int]:
@@ -57,6 +73,35 @@ class RoundMechanism:
         self.last_reset: float | None = None
         self.previous: dict[Key, Placement] = {}
 
+    # snapshot ------------------------------------------------------------
+    def snapshot(self) -> MechanismSnapshot:
+        return MechanismSnapshot(
+            round_s=self.round_s,
+            last_reset=self.last_reset,
+            worker_time=self.worker_time.copy(),
+            job_time={k: v.copy() for k, v in self.job_time.items()},
+            deficit={k: v.copy() for k, v in self.deficit.items()},
+            alloc={k: v.copy() for k, v in self.alloc.items()},
+            previous=dict(self.previous),
+        )
+
+    def restore(self, snapshot: MechanismSnapshot) -> None:
+        """Continue from `snapshot`. A lease on a node that left the cluster spec is
+        dropped: that only costs the lease extension."""
+        nodes = {w: set(spec.nodes) for w, spec in self.cluster.worker_types.items()}
+        self.round_s = snapshot.round_s
+        self.last_reset = snapshot.last_reset
+        self.worker_time = np.array(snapshot.worker_time, dtype=float)
+        self.job_time = {k: v.copy() for k, v in snapshot.job_time.items()}
+        self.deficit = {k: v.copy() for k, v in snapshot.deficit.items()}
+        self.alloc = {k: v.copy() for k, v in snapshot.alloc.items()}
+        self.previous = {
+            key: placement
+            for key, placement in snapshot.previous.items()
+            if placement.worker_type in nodes
+            and all(node in nodes[placement.worker_type] for node, _ in placement.gpus)
+        }
+
     # bookkeeping ---------------------------------------------------------
     def add(self, key: Key) -> None:
         # New entries look as if they had already had half a round (spec §5.1).
@@ -83,6 +128,17 @@ class RoundMechanism:
             spent[:] = half
             self.worker_time += half
         self.last_reset = now
+
+    def force_reset(self) -> None:
+        """Make the next re-solve check see a reset at t = 0 (Gavel's `last_reset := 0`)."""
+        self.last_reset = 0.0
+
+    def move_lease(self, job_id: str, placement: Placement) -> None:
+        """The GPUs a job actually held replace what the plan gave it (and any pair it was
+        planned in), so next round's lease extension keeps what really ran."""
+        for key in [k for k in self.previous if job_id in k]:
+            del self.previous[key]
+        self.previous[placement.jobs] = placement
 
     def set_allocation(self, alloc: Mapping[Key, np.ndarray]) -> None:
         self.alloc = {k: np.asarray(v, dtype=float) for k, v in alloc.items()}
