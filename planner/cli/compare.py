@@ -108,7 +108,9 @@ def _hours(seconds: float | None) -> str:
 
 def _print(result: Comparison, title: str) -> None:
     # Compact box: the table fits 80 columns, the width of a pipe or a CI log.
-    grid = Table(title=title, caption="times in hours; * recommended", box=box.SIMPLE_HEAD, pad_edge=False)
+    grid = Table(
+        title=title, caption="times in hours; * recommended", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1)
+    )
     priced = any(o.cost is not None for o in result.outcomes)  # inline clusters have no prices
     for column in ("policy", "avg JCT", "p50", "p90", "makespan", "util", *(["GPU $"] if priced else [])):
         grid.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)

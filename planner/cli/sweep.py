@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -104,31 +105,37 @@ def sweep_command(
         records = run_sweep(spec, out_dir, jobs=jobs, on_point=on_point)
     attach_rho(records, out_dir)
     write_summary_csv(records, out_dir / "summary.csv")
-    plots = [] if no_plots else make_sweep_plots(records, out_dir, formats, cdf_rate=cdf_rate)
+    setting = f"cluster {cluster}" + (f", jobs {window} measured" if window else "") + f", seeds {seeds}"
+    plots = [] if no_plots else make_sweep_plots(records, out_dir, formats, cdf_rate=cdf_rate, setting=setting)
     rows = summary_rows(records)
     if as_json:
         out.print_json(json.dumps({"summary": rows, "plots": [str(p) for p in plots]}, default=str))
         return
-    grid = Table(title=f"sweep {out_dir}")
-    for column in ("policy", "load", "seed", "status", "avg JCT h", "p99 JCT h", "makespan h", "util", "wall s"):
-        grid.add_column(
-            column,
-            justify="left" if column in ("policy", "status") else "right",
-            no_wrap=column in ("policy", "status"),
-        )
+    # Compact box and short headers: the table fits 80 columns (a pipe, a CI log).
+    grid = Table(
+        title=f"sweep {out_dir}",
+        caption="average and p99 JCT, makespan: hours; wall time per point: summary.csv",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
+    )
+    for column in ("policy", "load", "seed", "status", "JCT", "p99", "makespan", "util"):
+        grid.add_column(column, justify="left" if column in ("policy", "status") else "right", no_wrap=True)
     for r in rows:
         load = f"{r['num_jobs']} jobs" if r["num_jobs"] is not None else f"{r['rate']:g}/h"
-        fmt = lambda v, spec=".2f": "-" if v is None else format(v, spec)  # noqa: E731
         grid.add_row(
             r["policy"],
             load,
             str(r["seed"]),
             r["status"],
-            fmt(r["avg_jct_h"]),
-            fmt(r["p99_jct_h"]),
-            fmt(r["makespan_h"]),
-            fmt(r["utilisation"], ".3f"),
-            fmt(r["wall_s"], ".1f"),
+            _number(r["avg_jct_h"], ".3g"),
+            _number(r["p99_jct_h"], ".3g"),
+            _number(r["makespan_h"], ".3g"),
+            _number(r["utilisation"], ".2f"),
         )
-    out.print(grid, width=max(out.width, 110))
+    out.print(grid)
     out.print(f"wrote {out_dir / 'summary.csv'}" + (f" and {len(plots)} plot files" if plots else ""))
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)

@@ -65,26 +65,32 @@ def plot_jct_vs_rate(
 ) -> list[Path]:
     plt = pyplot_or_error()
     series = _mean_by_load(records, lambda r: r["metrics"]["jct_s"]["mean"] / 3600.0)
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    fig, ax = plt.subplots(figsize=(6.2, 3.9))
     top = max((v for pts in series.values() for _, v in pts if v is not None), default=1.0)
-    for policy, pts in series.items():
+    saturated_any = False
+    for k, (policy, pts) in enumerate(series.items()):
         ok = [(x, y) for x, y in pts if y is not None]
         (line,) = ax.plot([x for x, _ in ok], [y for _, y in ok], marker="o", ms=3.5, label=policy)
         bad = [x for x, y in pts if y is None]
-        if bad:  # saturated: the curve leaves the plot
-            ax.plot(bad[:1], [top * 1.08], marker="x", ms=7, color=line.get_color(), ls="none")
+        if bad:  # saturated from this rate on: a mark above the curves, one row per policy so none hide
+            saturated_any = True
+            ax.plot(bad[:1], [top * (1.06 + 0.05 * k)], marker="x", ms=7, mew=2, color=line.get_color(), ls="none")
+    if saturated_any:
+        ax.plot([], [], marker="x", ms=7, mew=2, color="dimgrey", ls="none", label="saturated from this rate")
     ax.set_xlabel("input job rate (jobs/hour)")
     ax.set_ylabel("average JCT (hours)")
-    ax.set_ylim(0, top * 1.15)
+    ax.set_ylim(0, top * (1.12 + 0.05 * len(series)))
     return _finish(plt, fig, ax, stem, formats, title)
 
 
 def _finish(plt, fig, ax, stem: Path, formats: Sequence[str], title: str) -> list[Path]:
     """Grid, legend, title; save in every format and close."""
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, frameon=False)
+    # Legend beside the axes: it can never cover a curve.
+    ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     if title:
         ax.set_title(title, fontsize=9)
+    fig.tight_layout()
     paths = _save(fig, stem, formats)
     plt.close(fig)
     return paths

@@ -9,14 +9,19 @@ from planner.modes.sweep import read_job_csv
 from planner.report import plots
 
 
-def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: float | None = None) -> list[Path]:
-    """The figures of a finished sweep: JCT (or makespan) vs load, JCT CDF, rho CDF."""
+def make_sweep_plots(
+    records: list[dict], out_dir: Path, formats, *, cdf_rate: float | None = None, setting: str = ""
+) -> list[Path]:
+    """The figures of a finished sweep: JCT (or makespan) vs load, JCT CDF, rho CDF.
+
+    `setting` (cluster, window, seeds) heads every figure's title.
+    """
 
     paths: list[Path] = []
     static = all(r.get("num_jobs") is not None for r in records)
     if static:
-        return plots.plot_makespan_vs_jobs(records, out_dir / "makespan_vs_jobs", formats=formats)
-    paths += plots.plot_jct_vs_rate(records, out_dir / "jct_vs_rate", formats=formats)
+        return plots.plot_makespan_vs_jobs(records, out_dir / "makespan_vs_jobs", title=setting, formats=formats)
+    paths += plots.plot_jct_vs_rate(records, out_dir / "jct_vs_rate", title=setting, formats=formats)
     rates = sorted({r["rate"] for r in records})
     ok_rates = [x for x in rates if all(r["status"] == "ok" for r in records if r["rate"] == x)]
     rate = cdf_rate if cdf_rate is not None else (ok_rates[-1] if ok_rates else None)
@@ -33,7 +38,7 @@ def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: f
         out_dir / f"jct_cdf_rate={rate:g}",
         xlabel="JCT (hours)",
         log_x=True,
-        title=f"{rate:g} jobs/hour, seed {seed}",
+        title=f"{setting}; {rate:g} jobs/hour, seed {seed}" if setting else f"{rate:g} jobs/hour, seed {seed}",
         formats=formats,
     )
     if any(r["policy"] == "isolated" for r in chosen):
@@ -56,7 +61,7 @@ def make_sweep_plots(records: list[dict], out_dir: Path, formats, *, cdf_rate: f
                 rho_values,
                 out_dir / f"rho_cdf_rate={rate:g}",
                 xlabel="finish-time fairness rho",
-                title=f"{rate:g} jobs/hour, seed {seed}",
+                title=f"{setting}; {rate:g} jobs/hour, seed {seed}" if setting else f"{rate:g} jobs/hour, seed {seed}",
                 formats=formats,
             )
     return paths

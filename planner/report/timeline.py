@@ -8,6 +8,8 @@ from rich.table import Table
 
 from planner.errors import InputError
 from planner.formats.atomic import write_with
+from planner.formats.cluster import Cluster
+from planner.report.plots import pyplot_or_error
 
 
 def job_codes(schedule: dict) -> dict[str, str]:
@@ -88,24 +90,24 @@ def _clock(seconds: float) -> str:
     return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def plot_gantt(schedule: dict, cluster, chosen: list[dict], path: Path) -> None:
-    """Gantt chart: one row per GPU (grouped by worker type), one bar per job per round."""
-    try:
-        import matplotlib
+def job_colours(n: int) -> list[tuple[float, float, float]]:
+    """n colours that stay apart for any n: hues a golden angle apart, three shades in turn."""
+    import colorsys
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise InputError(
-            "--plot needs matplotlib, which is not installed (pip install matplotlib)", field="--plot"
-        ) from None
+    shades = ((0.75, 0.85), (0.55, 0.65), (0.95, 0.55))  # (saturation, value)
+    return [colorsys.hsv_to_rgb((k * 0.618033988749895) % 1.0, *shades[k % 3]) for k in range(n)]
 
+
+def plot_gantt(schedule: dict, cluster: Cluster, chosen: list[dict], path: Path) -> None:
+    """Gantt chart: one row per GPU (grouped by worker type), one bar per job per round, each
+    bar labelled with the job's code (legend: code -> job id) where it is wide enough to read."""
+    plt = pyplot_or_error()
     rows = [(w, node, g) for w, spec in cluster.worker_types.items() for node, g in spec.gpu_slots()]
     index = {(node, g): k for k, (_, node, g) in enumerate(rows)}
     codes = job_codes(schedule)
-    palette = plt.get_cmap("tab20")
-    colour = {jid: palette((2 * k) % 20 + (k // 10) % 2) for k, jid in enumerate(codes)}  # dark shades first
+    colour = dict(zip(codes, job_colours(len(codes))))
     fig, ax = plt.subplots(figsize=(12, max(3.0, 0.28 * len(rows) + 1.5)))
+    span = max((r["end_s"] for r in chosen), default=1.0) - min((r["start_s"] for r in chosen), default=0.0)
     for r in chosen:
         start, width = r["start_s"] / 3600, (r["end_s"] - r["start_s"]) / 3600
         for a in r["assignments"]:
@@ -116,13 +118,26 @@ def plot_gantt(schedule: dict, cluster, chosen: list[dict], path: Path) -> None:
                     ax.broken_barh(
                         [(start, width)], (y, share), facecolors=colour[jid], edgecolor="white", linewidth=0.3
                     )
+                    if span > 0 and (r["end_s"] - r["start_s"]) / span > 0.025:
+                        ax.text(start + width / 2, y + share / 2, codes[jid], ha="center", va="center", fontsize=6)
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{w} {node}:{g}" for w, node, g in rows], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("time (h)")
-    ax.set_title(f"{schedule.get('policy', {}).get('name', 'schedule')}: {len(chosen)} rounds")
+    ax.set_xlabel("time since the schedule's start (hours)")
+    ax.set_ylabel("GPU (worker type, node:index)")
+    policy = schedule.get("policy", {}).get("name", "schedule")
+    gpus = ", ".join(f"{spec.gpus} {w}" for w, spec in cluster.worker_types.items())
+    ax.set_title(f"{policy}: rounds {chosen[0]['index']}-{chosen[-1]['index']} on {gpus}" if chosen else policy)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[j]) for j in codes]
-    ax.legend(handles, list(codes), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(
+        handles,
+        [f"{code}  {jid}" for jid, code in codes.items()],
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        ncol=max(1, len(codes) // 40 + 1),
+        frameon=False,
+    )
     fig.tight_layout()
     write_with(path, lambda tmp: fig.savefig(tmp, format="png", dpi=120))
     plt.close(fig)
