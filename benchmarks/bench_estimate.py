@@ -224,74 +224,44 @@ COLOURS = {
 }
 
 
-def write_svg(rows: list[dict], path: Path) -> None:
-    """A small line chart (median solid, p90 dashed) written by hand: no plotting dependency."""
-    width, height, left, right, top, bottom = 640, 400, 60, 150, 30, 50
-    xs = sorted({r["hidden_fraction"] for r in rows})
-    y_max = float(np.ceil(max(r["factor_p90"] for r in rows) * 10) / 10)
-
-    def px(x: float) -> float:
-        return left + (x - xs[0]) / (xs[-1] - xs[0]) * (width - left - right)
-
-    def py(y: float) -> float:
-        return top + (1 - min(y, y_max) / y_max) * (height - top - bottom)
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'font-family="sans-serif" font-size="12">',
-        f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{left}" y="18" font-size="14">Co-location factor error on Gavel\'s table '
-        f"(median solid, p90 dashed)</text>",
-    ]
-    for k in range(int(round(y_max * 10)) + 1):
-        y = k / 10
-        parts.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{width - right}" y2="{py(y):.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.1f}</text>')
-    for x in xs:
-        parts.append(f'<text x="{px(x):.1f}" y="{height - bottom + 16}" text-anchor="middle">{x:.0%}</text>')
-    parts.append(
-        f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">fraction of pairs hidden</text>'
-    )
-    parts.append(
-        f'<text transform="translate(16,{(top + height - bottom) / 2}) rotate(-90)" '
-        'text-anchor="middle">|estimated - true| factor</text>'
-    )
-    for n, method in enumerate(METHODS):
-        mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["hidden_fraction"])
-        for key, dash in (("factor_median", ""), ("factor_p90", ' stroke-dasharray="5,4"')):
-            points = " ".join(f"{px(r['hidden_fraction']):.1f},{py(r[key]):.1f}" for r in mine)
-            parts.append(f'<polyline points="{points}" fill="none" stroke="{COLOURS[method]}" stroke-width="2"{dash}/>')
-        y = top + 10 + 18 * n
-        parts.append(
-            f'<line x1="{width - right + 10}" y1="{y}" x2="{width - right + 30}" y2="{y}" '
-            f'stroke="{COLOURS[method]}" stroke-width="2"/>'
-        )
-        parts.append(f'<text x="{width - right + 34}" y="{y + 4}">{method}</text>')
-    parts.append("</svg>")
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
-
-
-def write_png(rows: list[dict], path: Path) -> bool:
+def write_figure(rows: list[dict], stem: Path) -> list[Path]:
+    """Median (solid) and p90 (dashed) factor error per method, as .svg and .png; legend beside the axes."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+        return []
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for method in METHODS:
         mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["hidden_fraction"])
-        x = [r["hidden_fraction"] for r in mine]
-        ax.plot(x, [r["factor_median"] for r in mine], color=COLOURS[method], label=method)
+        x = [100 * r["hidden_fraction"] for r in mine]
+        ax.plot(x, [r["factor_median"] for r in mine], color=COLOURS[method], marker="o", ms=3, label=method)
         ax.plot(x, [r["factor_p90"] for r in mine], color=COLOURS[method], linestyle="--")
-    ax.set_xlabel("fraction of pairs hidden")
-    ax.set_ylabel("|estimated - true| factor (median, p90 dashed)")
-    ax.legend()
+    ax.plot([], [], color="grey", label="median")
+    ax.plot([], [], color="grey", linestyle="--", label="90th percentile")
+    ax.set_xlabel("pairs hidden from the estimator (%)")
+    ax.set_ylabel("|estimated - true| co-location factor")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    seeds = max(int(r["seeds"]) for r in rows)
+    ax.set_title(f"Co-location factor error on Gavel's table ({seeds} seeds per point)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    paths = []
+    for fmt in ("svg", "png"):
+        path = stem.with_name(f"{stem.name}.{fmt}")
+        # no creation date in the file: redrawing the same results gives the same bytes
+        fig.savefig(path, format=fmt, dpi=120, metadata={"Date": None} if fmt == "svg" else None)
+        paths.append(path)
     plt.close(fig)
-    return True
+    return paths
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return [{k: (v if k == "method" else float(v)) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
 def partial_table(table: ThroughputTable, fraction: float, seed: int) -> ThroughputTable:
@@ -327,11 +297,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--hide", type=float, default=0.7)
     parser.add_argument("--sweep", action="store_true", help="also sweep rank and reg (how the defaults were chosen)")
+    parser.add_argument("--replot", action="store_true", help="only redraw the figure from the results CSV in --out")
     args = parser.parse_args(argv)
     if args.out is None:  # a quick run must not overwrite the committed full results
         args.out = RESULTS / "quick" if args.quick else RESULTS
     if not args.table.exists():
         print(f"skipped: Gavel table not found at {args.table}")
+        return 0
+    if args.replot:  # redraw the figure from the committed results, without recomputing them
+        rows = read_csv(args.out / "estimate_accuracy.csv")
+        print("\n".join(f"wrote {p}" for p in write_figure(rows, args.out / "estimate_accuracy")))
         return 0
     if args.write_partial:
         partial = partial_table(gavel_single_gpu(args.table)[1], args.hide, seed=0)
@@ -369,11 +344,10 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.out / "estimate_accuracy.csv")
-    write_svg(rows, args.out / "estimate_accuracy.svg")
-    png = write_png(rows, args.out / "estimate_accuracy.png")
+    figures = write_figure(rows, args.out / "estimate_accuracy")
     print(
-        f"\nwrote {args.out / 'estimate_accuracy.csv'} and .svg"
-        + (" and .png" if png else " (matplotlib not installed: no .png)")
+        f"\nwrote {args.out / 'estimate_accuracy.csv'}"
+        + (" and the figure (.svg, .png)" if figures else " (matplotlib not installed: no figure)")
         + f"; {elapsed:.1f} s"
     )
     return 0
