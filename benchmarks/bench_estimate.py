@@ -230,6 +230,7 @@ def write_figure(rows: list[dict], stem: Path) -> list[Path]:
         import matplotlib
 
         matplotlib.use("Agg")
+        matplotlib.rcParams["svg.hashsalt"] = "rota"  # fixed ids inside the SVG: same results, same bytes
         import matplotlib.pyplot as plt
     except ImportError:
         return []
