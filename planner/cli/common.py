@@ -41,11 +41,3 @@ def check_method(method: str) -> None:
 
 def hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.3f}"
-
-
-def duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"

@@ -10,7 +10,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, duration, err, out
+from planner.cli.common import check_method, err, out
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import read_cluster, require_table_rows
@@ -21,6 +21,7 @@ from planner.modes.next_round import next_round
 from planner.modes.plan import PlanOptions, plan_batch
 from planner.modes.state import read_progress, read_state, write_state
 from planner.policies.lp import DEFAULT_METHOD
+from planner.report.text import duration
 from planner.rounds.engine import DEFAULT_ROUND_S
 
 

@@ -10,6 +10,7 @@ from planner.errors import InputError
 from planner.formats.atomic import write_with
 from planner.formats.cluster import Cluster
 from planner.report.plots import pyplot_or_error
+from planner.report.text import clock, duration
 
 
 def job_codes(schedule: dict) -> dict[str, str]:
@@ -60,8 +61,8 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
                     held[(gpu["node"], gpu["gpu"])] = text
             grid.add_row(
                 str(r["index"]),
-                _clock(r["start_s"]),
-                _clock(r["end_s"]),
+                clock(r["start_s"]),
+                clock(r["end_s"]),
                 *[held.get(slot, "[dim]·[/]") for slot in gpus],
             )
         tables.append(grid)
@@ -79,15 +80,10 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
             jid,
             str(info.get("scale_factor", "?")),
             f"{info.get('total_steps', 0):,.0f}",
-            "-" if finish is None else _clock(finish),
+            "-" if finish is None else duration(finish),
         )
     tables.append(legend)
     return tables
-
-
-def _clock(seconds: float) -> str:
-    h, rest = divmod(int(round(seconds)), 3600)
-    return f"{h}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def job_colours(n: int) -> list[tuple[float, float, float]]:
