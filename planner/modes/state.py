@@ -207,7 +207,7 @@ def engine_snapshot(
         need_update=saved.need_update,
         order=list(saved.order),
         finished=saved.finished,
-        busy={w: saved.busy.get(w, 0.0) for w in cluster.names},
+        busy=dict(saved.busy),
         round_origin=0.0 if saved.round_origin is None else saved.round_origin,
         shuffle=saved.shuffle,
         rounds_done=document.rounds_done,

@@ -225,7 +225,7 @@ class Engine:
         self.need_update = snapshot.need_update
         self.order = list(snapshot.order)
         self.finished = snapshot.finished
-        self.busy = {w: snapshot.busy.get(w, 0.0) for w in self.types}
+        self.busy = {w: snapshot.busy.get(w, 0.0) for w in self.types}  # cluster order; new types at 0
         self._round_origin = snapshot.round_origin
         self._shuffle.setstate(snapshot.shuffle)
         self.n_rounds = snapshot.rounds_done
@@ -244,7 +244,7 @@ class Engine:
         if self.t is None and self.pending:
             self.t = self.pending[0].arrival_s
 
-    # what a launcher reports between rounds ------------------------------------
+    # what a launcher reports between rounds ----------------------------------
     def move_clock(self, t: float) -> None:
         """The next round starts at `t` (the launcher's clock, not the planned end)."""
         self.t = t
@@ -283,6 +283,7 @@ class Engine:
     def set_round_length(self, round_s: float) -> None:
         self.config.round_s = self.mech.round_s = round_s
 
+    # rates -------------------------------------------------------------------
     def rate(self, key: Key, j: int) -> tuple[float, ...]:
         """Steps/s of each member of `key` on type j; zeros where it cannot run."""
         rates = self._rates.get(key)
