@@ -81,7 +81,10 @@ def profile_command(
     scale: Annotated[str, typer.Option(help="'full' (real shapes) or 'tiny' (shrunk, for CPUs and tests).")] = "full",
     budget: Annotated[float, typer.Option(help="Timed seconds per measurement (warm-up excluded).")] = 10.0,
     warmup_steps: Annotated[int, typer.Option(help="Untimed steps before timing starts (>= 1).")] = 3,
-    window: Annotated[float, typer.Option(help="Target seconds per timed window of steps.")] = 0.25,
+    window: Annotated[
+        float,
+        typer.Option("--window-s", "--window", help="Target seconds per timed window of steps (--window: old name)."),
+    ] = 0.25,
     target_spread: Annotated[
         float, typer.Option(help="Stop a measurement early once IQR/median of window step times is at most this.")
     ] = 0.02,
