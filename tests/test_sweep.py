@@ -147,3 +147,41 @@ def test_cli_sweep(table_path, tmp_path):
         ["sweep", "-t", table_path, "-c", "v100=4", "-p", "nope", "--rates", "1", "--window", "1:2", "--out", str(out)],
     )
     assert bad.exit_code == 2 and "unknown policy" in bad.output
+
+
+def test_sweep_over_a_trace_replays_the_same_jobs_at_every_point(tmp_path):
+    from conftest import DATA
+
+    from planner.formats.cluster import read_cluster
+    from planner.formats.jobs import read_jobs
+    from planner.formats.table import read_table
+    from planner.modes.simulate import SimulationConfig, Workload, run_simulation
+    from planner.report.sweep_figures import make_sweep_plots
+
+    table, cluster = read_table(DATA / "throughputs.csv"), read_cluster(DATA / "cluster.yaml")
+    s = SweepSpec(
+        table=str(DATA / "throughputs.csv"),
+        cluster=str(DATA / "cluster.yaml"),
+        policies=["fifo_perf", "isolated"],
+        seeds=[0, 1],
+        trace=str(DATA / "jobs.csv"),
+    )
+    assert [p.key for p in s.points()] == [
+        "fifo_perf__trace__seed=0",
+        "fifo_perf__trace__seed=1",
+        "isolated__trace__seed=0",
+        "isolated__trace__seed=1",
+    ]
+    records = run_sweep(s, tmp_path)
+    jobs = read_jobs(DATA / "jobs.csv", table=table, cluster=cluster)
+    for r in records:
+        direct = run_simulation(
+            table, cluster, Workload(jobs=list(jobs)), SimulationConfig(policy=r["policy"], seed=r["seed"])
+        )
+        assert r["status"] == "ok" and r["trace"] is True
+        assert r["metrics"]["jct_s"]["mean"] == direct.metrics["jct_s"]["mean"]
+        assert r["metrics"]["jobs_finished"] == len(jobs)
+    names = sorted(p.name for p in make_sweep_plots(records, tmp_path, ["png"]))
+    assert names == ["jct_cdf_trace.png", "rho_cdf_trace.png"]
+    with pytest.raises(InputError, match="--trace takes no --rates"):
+        SweepSpec(**{**s.__dict__, "rates": [0.1]}).points()

@@ -15,6 +15,7 @@ from planner.cli.common import err, out
 from planner.cli.simulate import parse_window
 from planner.errors import InputError
 from planner.formats.inputs import load_cluster, load_table
+from planner.formats.trace import read_trace
 from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
 from planner.policies import POLICY_NAMES
 from planner.policies.lp import DEFAULT_METHOD
@@ -27,6 +28,11 @@ def sweep_command(
     cluster: str = typer.Option(..., "--cluster", "-c", help="Cluster file or inline spec (36:36:36)."),
     policies: str = typer.Option(..., "--policies", "-p", help="Comma-separated policy names."),
     rates: Optional[str] = typer.Option(None, "--rates", help="Input rates (jobs/h): '0.4,0.8' or Gavel's LO:HI:K."),
+    trace: Optional[Path] = typer.Option(
+        None,
+        "--trace",
+        help="Replay this job list (.csv/.json) or Gavel .trace at every point instead of generating jobs.",
+    ),
     static_jobs: Optional[str] = typer.Option(
         None, "--static-jobs", help="Static traces instead: numbers of jobs, e.g. 100,200,300."
     ),
@@ -56,6 +62,9 @@ def sweep_command(
     Example: rota sweep --table simulation_throughputs.json --cluster 36:36:36
     --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
     --window 4000:5000 --gavel-compat --workers 8 --out fig8/
+
+    Your own jobs instead of generated ones: rota sweep --table data/throughputs.csv
+    --cluster data/cluster.yaml --trace data/jobs.csv --policies fifo,max_min_fairness_perf --out mine/
     """
 
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -70,7 +79,9 @@ def sweep_command(
     if any(n < 1 for n in job_counts):
         raise InputError("static job counts must be positive", field="--static-jobs")
     formats = [f.strip() for f in plot_format.split(",") if f.strip()]
-    load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
+    thr, spec_cluster = load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
+    if trace is not None:
+        read_trace(trace, thr, spec_cluster)
     spec = SweepSpec(
         table=str(table),
         cluster=cluster,
@@ -78,6 +89,7 @@ def sweep_command(
         seeds=seed_list,
         rates=rate_grid(rates) if rates else [],
         static_jobs=job_counts,
+        trace=None if trace is None else str(trace),
         window=parse_window(window),
         multi_gpu=multi_gpu,
         multi_priority=multi_priority,
@@ -122,7 +134,13 @@ def sweep_command(
     for column in ("policy", "load", "seed", "status", "JCT", "p99", "makespan", "util"):
         grid.add_column(column, justify="left" if column in ("policy", "status") else "right", no_wrap=True)
     for r in rows:
-        load = f"{r['num_jobs']} jobs" if r["num_jobs"] is not None else f"{r['rate']:g}/h"
+        load = (
+            "trace"
+            if trace is not None
+            else f"{r['num_jobs']} jobs"
+            if r["num_jobs"] is not None
+            else f"{r['rate']:g}/h"
+        )
         grid.add_row(
             r["policy"],
             load,

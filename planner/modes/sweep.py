@@ -22,6 +22,7 @@ from pathlib import Path
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic, write_with
 from planner.formats.inputs import load_cluster, load_table
+from planner.formats.trace import read_trace
 from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.metrics import distribution, rho
 from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
@@ -38,9 +39,12 @@ class Point:
     seed: int
     rate: float = 0.0  # jobs/hour; 0 with num_jobs: static trace
     num_jobs: int | None = None  # static traces: how many jobs (all at t = 0)
+    trace: bool = False  # the sweep's trace file instead of generated jobs
 
     @property
     def key(self) -> str:
+        if self.trace:
+            return f"{self.policy}__trace__seed={self.seed}"
         load = f"rate={self.rate:g}" if self.num_jobs is None else f"jobs={self.num_jobs}"
         return f"{self.policy}__{load}__seed={self.seed}"
 
@@ -64,8 +68,13 @@ class SweepSpec:
     round_s: float = DEFAULT_ROUND_S
     solver_method: str = DEFAULT_METHOD
     max_active_jobs: int | None = None
+    trace: str | None = None  # a job list or Gavel .trace replayed at every point instead of generated jobs
 
     def points(self) -> list[Point]:
+        if self.trace is not None:
+            if self.rates or self.static_jobs:
+                raise InputError("a sweep over a --trace takes no --rates or --static-jobs", field="--trace")
+            return [Point(p, s, trace=True) for p in self.policies for s in self.seeds]
         if bool(self.rates) == bool(self.static_jobs):
             raise InputError("give either input rates or static job counts", field="--rates")
         if self.rates and self.window is None:
@@ -108,7 +117,9 @@ def _inputs(spec: SweepSpec):
     return _CACHE[key]
 
 
-def _workload(spec: SweepSpec, point: Point, table) -> Workload:
+def _workload(spec: SweepSpec, point: Point, table, cluster) -> Workload:
+    if spec.trace is not None:
+        return Workload(jobs=read_trace(Path(spec.trace), table, cluster), description={"trace": spec.trace})
     gen = JobGenerator(
         table,
         GeneratorConfig(
@@ -134,7 +145,7 @@ def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
         solver_method=spec.solver_method,
         max_active_jobs=spec.max_active_jobs,
     )
-    result = run_simulation(table, cluster, _workload(spec, point, table), config)
+    result = run_simulation(table, cluster, _workload(spec, point, table, cluster), config)
     write_job_csv(result.jobs, Path(out_dir) / "jobs" / f"{point.key}.csv")
     metrics = result.metrics if "jct_s" in result.metrics else None  # None: saturated before running
     return {
