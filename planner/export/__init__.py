@@ -2,42 +2,72 @@
 
 `export_schedule(format, context, out_dir, **options)` writes the files and
 returns their paths; `load_context` reads a schedule with its cluster and the
-command of every job (see common.py).
+command of every job (see common.py). Each format is one entry of `REGISTRY`:
+its module is imported only when that format is exported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from planner.errors import InputError
 from planner.export.common import ExportContext, load_context
 
-FORMATS = ("slurm", "kubernetes", "ray", "csv")
-_ALIASES = {"k8s": "kubernetes", "flat-csv": "csv", "flat_csv": "csv"}
+
+class Exporter(Protocol):
+    """Writes one format's files for a schedule under `out_dir`; returns their paths.
+    Options another format takes are ignored."""
+
+    def __call__(self, context: ExportContext, out_dir: Path, **options: Any) -> list[Path]: ...
 
 
-def _writer(name: str) -> Callable[..., list[Path]]:
-    if name == "slurm":
-        from planner.export.slurm import export_slurm as writer
-    elif name == "kubernetes":
-        from planner.export.kubernetes import export_kubernetes as writer
-    elif name == "ray":
-        from planner.export.ray import export_ray as writer
-    else:
-        from planner.export.flat_csv import export_csv as writer
-    return writer
+@dataclass(frozen=True)
+class ExportFormat:
+    name: str
+    module: str  # where the exporter lives
+    function: str  # its name there
+    aliases: tuple[str, ...] = ()
+
+    def exporter(self) -> Exporter:
+        exporter: Exporter = getattr(importlib.import_module(self.module), self.function)
+        return exporter
+
+
+REGISTRY: dict[str, ExportFormat] = {
+    f.name: f
+    for f in (
+        ExportFormat("slurm", "planner.export.slurm", "export_slurm"),
+        ExportFormat("kubernetes", "planner.export.kubernetes", "export_kubernetes", aliases=("k8s",)),
+        ExportFormat("ray", "planner.export.ray", "export_ray"),
+        ExportFormat("csv", "planner.export.flat_csv", "export_csv", aliases=("flat-csv", "flat_csv")),
+    )
+}
+FORMATS = tuple(REGISTRY)
+_ALIASES = {alias: f.name for f in REGISTRY.values() for alias in f.aliases}
 
 
 def canonical_format(name: str) -> str:
-    name = _ALIASES.get(name.strip().lower(), name.strip().lower())
-    if name not in FORMATS:
+    """The format's registered name (aliases and any case accepted), or InputError."""
+    name = name.strip().lower()
+    name = _ALIASES.get(name, name)
+    if name not in REGISTRY:
         raise InputError(f"unknown export format {name!r}; choose one of: {', '.join(FORMATS)}", field="FORMAT")
     return name
 
 
-def export_schedule(fmt: str, context: ExportContext, out_dir: str | Path, **options) -> list[Path]:
-    return _writer(canonical_format(fmt))(context, Path(out_dir), **options)
+def export_schedule(fmt: str, context: ExportContext, out_dir: str | Path, **options: Any) -> list[Path]:
+    return REGISTRY[canonical_format(fmt)].exporter()(context, Path(out_dir), **options)
 
 
-__all__ = ["FORMATS", "ExportContext", "canonical_format", "export_schedule", "load_context"]
+__all__ = [
+    "FORMATS",
+    "REGISTRY",
+    "ExportContext",
+    "ExportFormat",
+    "canonical_format",
+    "export_schedule",
+    "load_context",
+]

@@ -15,24 +15,26 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster, read_cluster
-from planner.formats.files import read_json
-from planner.formats.schedule_check import SCHEDULE_FORMAT, Violation, check_schedule
-from planner.formats.table import JobType, ThroughputTable
+from planner.formats.fields import Where, is_blank, parse_int, required_text
+from planner.formats.schedule import SCHEDULE_FORMAT, Assignment, JobEntry, Round, Schedule, read_schedule
+from planner.formats.schedule_check import Violation, check_schedule
+from planner.formats.table import JobType, ThroughputTable, read_table
 
 DEFAULT_GRACE_S = 60
 
 
 @dataclass
 class ExportContext:
-    schedule: dict
+    schedule: dict[str, Any]  # the schedule file as read (what the validator checks)
     schedule_path: Path
     cluster: Cluster
     commands: dict[str, str]  # job id -> command line
@@ -44,6 +46,12 @@ class ExportContext:
     def round_s(self) -> float:
         return float(self.schedule["round_s"])
 
+    @cached_property
+    def document(self) -> Schedule:
+        """The schedule as a typed document (InputError naming the field if it is malformed;
+        exporters read it after `require_valid`, which reports every problem)."""
+        return Schedule.from_json(self.schedule, self.schedule_path)
+
     def violations(self) -> list[Violation]:
         return check_schedule(
             self.schedule, self.cluster, table=self.table, job_types=self.job_types if self.table is not None else None
@@ -53,19 +61,7 @@ class ExportContext:
 # --------------------------------------------------------------------------- loading
 
 
-def read_schedule(path: str | os.PathLike) -> dict:
-    path = Path(path)
-    data = read_json(path)
-    if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
-        found = data.get("format") if isinstance(data, dict) else None
-        raise InputError(f"unsupported format {found!r} (expected {SCHEDULE_FORMAT})", path=path, field="format")
-    for key in ("rounds", "jobs", "round_s"):
-        if key not in data:
-            raise InputError("is required", path=path, field=key)
-    return data
-
-
-def input_path(schedule: dict, name: str, schedule_path: Path, override: Path | None) -> Path | None:
+def input_path(schedule: Mapping[str, Any], name: str, schedule_path: Path, override: Path | None) -> Path | None:
     """The input file `name` the schedule was made from: as written, else next to the schedule."""
     if override is not None:
         if not Path(override).exists():
@@ -81,8 +77,7 @@ def input_path(schedule: dict, name: str, schedule_path: Path, override: Path | 
     return None
 
 
-def read_job_records(path: Path) -> dict[str, dict[str, Any]]:
-    """The job list as raw rows by job id (works with or without a `command` column)."""
+def _job_list_rows(path: Path) -> list[dict[str, Any]]:
     try:
         if path.suffix.lower() == ".json":
             data = json.loads(path.read_text(encoding="utf-8"))
@@ -90,50 +85,102 @@ def read_job_records(path: Path) -> dict[str, dict[str, Any]]:
                 data = data.get("jobs")
             if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
                 raise InputError("expected a list of job objects", path=path)
-            rows = data
-        else:
-            import pandas as pd
+            return data
+        import pandas as pd
 
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-            frame.columns = [str(c).strip() for c in frame.columns]
-            rows = frame.to_dict(orient="records")
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame.columns = [str(c).strip() for c in frame.columns]
+        return [{str(k): v for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
     except InputError:
         raise
     except Exception as exc:
         raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+
+
+def read_job_records(path: Path) -> dict[str, dict[str, Any]]:
+    """The job list as raw rows by job id (works with or without a `command` column)."""
     out = {}
-    for row, rec in enumerate(rows, start=1):
-        jid = str(rec.get("job_id", "")).strip()
-        if not jid:
-            raise InputError("is required", path=path, row=row, field="job_id")
+    for row, rec in enumerate(_job_list_rows(path), start=1):
+        jid = required_text(rec.get("job_id", ""), Where(path, row), "job_id")
         out[jid] = {**rec, "_row": row}
     return out
 
 
-def _blank(value: Any) -> bool:
-    return (
-        value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, float) and value != value)
-    )
-
-
-def _job_type(info: dict) -> JobType | None:
-    if _blank(info.get("model")):
+def _job_type(info: Mapping[str, Any]) -> JobType | None:
+    """The job type a schedule entry or job-list row names; None when it names none that can be read."""
+    model = info.get("model")
+    if is_blank(model, nan=True):
         return None
-    bs = info.get("batch_size")
+    at, batch = Where(), info.get("batch_size")
     try:
-        bs = None if _blank(bs) else int(float(bs))
-        scale = int(float(info.get("scale_factor") or 1))
-    except (TypeError, ValueError):
+        bs = None if is_blank(batch, nan=True) else parse_int(batch, at, "batch_size")
+        scale = parse_int(info.get("scale_factor") or 1, at, "scale_factor")
+    except InputError:
         return None
-    return JobType(str(info["model"]).strip(), bs, scale)
+    return JobType(str(model).strip(), bs, scale)
 
 
-def scheduled_jobs(schedule: dict) -> list[str]:
+def scheduled_jobs(schedule: Mapping[str, Any]) -> list[str]:
     seen: dict[str, None] = {}
     for r in schedule.get("rounds", []):
         for a in r.get("assignments", []):
             seen.update(dict.fromkeys(a.get("jobs", [])))
     return list(seen)
+
+
+def _read_table(
+    schedule: Mapping[str, Any], schedule_path: Path, override: Path | None, need_table: bool
+) -> tuple[ThroughputTable | None, list[str]]:
+    """The throughput table the schedule names (or `override`), and the checks skipped without one."""
+    table_path = input_path(schedule, "table", schedule_path, override)
+    if table_path is not None:
+        return read_table(table_path), []
+    if need_table:
+        raise InputError(
+            "the throughput table it names is not found; give it with --table", path=schedule_path, field="inputs.table"
+        )
+    return None, ["throughput and pair checks (no table)"]
+
+
+def _job_facts(
+    entries: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, JobType], dict[str, str]]:
+    """Each job's type and command: from its schedule entry, else from its job-list row."""
+    types: dict[str, JobType] = {}
+    commands: dict[str, str] = {}
+    for jid, entry in entries.items():
+        info = entry if isinstance(entry, dict) else {}
+        rec = records.get(jid, {})
+        jt = _job_type(info) or _job_type(rec)
+        if jt is not None:
+            types[jid] = jt
+        command = info.get("command")
+        if is_blank(command, nan=True):
+            command = rec.get("command")
+        if not is_blank(command, nan=True):
+            commands[jid] = str(command).strip()
+    return types, commands
+
+
+def _fill_commands(
+    commands: dict[str, str],
+    scheduled: list[str],
+    default_command: str | None,
+    records: Mapping[str, Mapping[str, Any]],
+    where: Path,
+) -> None:
+    """Every scheduled job gets a command: its own, else `default_command`, else InputError."""
+    for jid in scheduled:
+        if jid in commands:
+            continue
+        if default_command is None:
+            raise InputError(
+                f"no command for job {jid!r}: add a 'command' column to the job list, or give --default-command",
+                path=where,
+                row=records.get(jid, {}).get("_row"),
+                field="command",
+            )
+        commands[jid] = default_command
 
 
 def load_context(
@@ -157,52 +204,15 @@ def load_context(
             "the cluster spec it names is not found; give it with --cluster", path=schedule_path, field="inputs.cluster"
         )
     spec = read_cluster(cluster_path)
-    skipped = []
-    table_path = input_path(schedule, "table", schedule_path, table)
-    thr = None
-    if table_path is not None:
-        from planner.formats.table import read_table
-
-        thr = read_table(table_path)
-    elif need_table:
-        raise InputError(
-            "the throughput table it names is not found; give it with --table", path=schedule_path, field="inputs.table"
-        )
-    else:
-        skipped.append("throughput and pair checks (no table)")
+    thr, skipped = _read_table(schedule, schedule_path, table, need_table)
     jobs_path = input_path(schedule, "jobs", schedule_path, jobs)
     records = read_job_records(jobs_path) if jobs_path is not None else {}
-    entries = schedule.get("jobs") or {}
-    types: dict[str, JobType] = {}
-    commands: dict[str, str] = {}
-    for jid in entries:
-        info = entries[jid] if isinstance(entries[jid], dict) else {}
-        rec = records.get(jid, {})
-        jt = _job_type(info) or _job_type(rec)
-        if jt is not None:
-            types[jid] = jt
-        command = info.get("command")
-        if _blank(command):
-            command = rec.get("command")
-        if not _blank(command):
-            commands[jid] = str(command).strip()
-    if thr is not None and any(j not in types for j in scheduled_jobs(schedule)):
+    types, commands = _job_facts(schedule.get("jobs") or {}, records)
+    scheduled = scheduled_jobs(schedule)
+    if thr is not None and any(j not in types for j in scheduled):
         skipped.append("throughput checks of jobs whose model is unknown (no job list)")
     if need_commands:
-        for jid in scheduled_jobs(schedule):
-            if jid in commands:
-                continue
-            if default_command is not None:
-                commands[jid] = default_command
-                continue
-            where = jobs_path if jobs_path is not None else schedule_path
-            row = records.get(jid, {}).get("_row")
-            raise InputError(
-                f"no command for job {jid!r}: add a 'command' column to the job list, or give --default-command",
-                path=where,
-                row=row,
-                field="command",
-            )
+        _fill_commands(commands, scheduled, default_command, records, jobs_path or schedule_path)
     return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped)
 
 
@@ -221,7 +231,7 @@ def round_dir(index: int) -> str:
     return f"round-{index:04d}"
 
 
-def gpus_by_node(assignment: dict) -> list[tuple[str, list[int]]]:
+def gpus_by_node(assignment: Assignment) -> list[tuple[str, list[int]]]:
     """[(node, [gpu indices])] in placement order."""
     out: dict[str, list[int]] = {}
     for g in assignment["gpus"]:
@@ -230,15 +240,21 @@ def gpus_by_node(assignment: dict) -> list[tuple[str, list[int]]]:
 
 
 def job_env(
-    schedule: dict, rnd: dict, assignment: dict, jid: str, *, grace_s: float, progress_dir: str | None = None
+    schedule: Schedule,
+    rnd: Round,
+    assignment: Assignment,
+    jid: str,
+    *,
+    grace_s: float,
+    progress_dir: str | None = None,
 ) -> dict[str, str]:
     """What a job's process is told about its round (all strings)."""
     others = [o for o in assignment["jobs"] if o != jid]
-    info = schedule["jobs"].get(jid, {})
+    info = schedule.jobs.get(jid, JobEntry())
     env = {
         "ROTA_JOB_ID": jid,
         "ROTA_ROUND": str(rnd["index"]),
-        "ROTA_ROUND_S": f"{float(schedule['round_s']):g}",
+        "ROTA_ROUND_S": f"{float(schedule.round_s):g}",
         "ROTA_GRACE_S": f"{grace_s:g}",
         "ROTA_PLANNED_STEPS": str(assignment["planned_steps"][jid]),
         "ROTA_TOTAL_STEPS": f"{float(info.get('total_steps', 0)):g}",
@@ -290,18 +306,19 @@ def launch_script(commands: list[tuple[str, dict[str, str]]]) -> str:
 
 def commands_of(
     context: ExportContext,
-    rnd: dict,
-    assignment: dict,
+    rnd: Round,
+    assignment: Assignment,
     *,
     grace_s: float,
     progress_dir: str | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> list[tuple[str, dict[str, str]]]:
+    """(command, environment) of each job of an assignment."""
     return [
         (
             context.commands[jid],
             {
-                **job_env(context.schedule, rnd, assignment, jid, grace_s=grace_s, progress_dir=progress_dir),
+                **job_env(context.document, rnd, assignment, jid, grace_s=grace_s, progress_dir=progress_dir),
                 **(extra_env or {}),
             },
         )
@@ -352,7 +369,7 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:6]
 
 
-def assignment_label(assignment: dict) -> str:
+def assignment_label(assignment: Assignment) -> str:
     return "+".join(assignment["jobs"])
 
 
@@ -370,10 +387,11 @@ def write_files(out_dir: Path, files: dict[str, str], executable: Iterable[str] 
 
 
 def header(context: ExportContext, what: str, comment: str = "#") -> str:
+    record = context.document.policy
+    policy = "?" if record is None else record.get("name", "?")
     lines = [
         f"rota export: {what}",
-        f"from {context.schedule_path.name} ({SCHEDULE_FORMAT}, policy "
-        f"{context.schedule.get('policy', {}).get('name', '?')}, round length {context.round_s:g} s)",
+        f"from {context.schedule_path.name} ({SCHEDULE_FORMAT}, policy {policy}, round length {context.round_s:g} s)",
         "Contract: SIGTERM ROTA_GRACE_S seconds before the round ends -> write a checkpoint and exit;",
         "the next round that lists the job restarts its command, which resumes from that checkpoint.",
     ]

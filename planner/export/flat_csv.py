@@ -6,36 +6,23 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from planner.export.common import ExportContext, require_valid, write_files
-from planner.formats.schedule import CSV_COLUMNS
+from planner.formats.schedule import CSV_COLUMNS, csv_rows
 
 EXPORT_COLUMNS = CSV_COLUMNS + ["round_s", "command"]
 
 
-def schedule_rows(context: ExportContext):
-    for r in context.schedule["rounds"]:
-        for a in r["assignments"]:
-            for jid in a["jobs"]:
-                partners = ";".join(o for o in a["jobs"] if o != jid)
-                for g in a["gpus"]:
-                    yield {
-                        "round": r["index"],
-                        "start_s": f"{r['start_s']:.3f}",
-                        "end_s": f"{r['end_s']:.3f}",
-                        "job_id": jid,
-                        "worker_type": a["worker_type"],
-                        "node": g["node"],
-                        "gpu": g["gpu"],
-                        "planned_steps": a["planned_steps"][jid],
-                        "co_located_with": partners,
-                        "round_s": f"{context.round_s:g}",
-                        "command": context.commands[jid],
-                    }
+def schedule_rows(context: ExportContext) -> Iterator[dict[str, Any]]:
+    round_s = f"{context.round_s:g}"
+    for row in csv_rows(context.document.rounds):
+        yield {**row, "round_s": round_s, "command": context.commands[row["job_id"]]}
 
 
-def export_csv(context: ExportContext, out_dir: Path, **_ignored) -> list[Path]:
+def export_csv(context: ExportContext, out_dir: Path, **_ignored: Any) -> list[Path]:
     require_valid(context)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")

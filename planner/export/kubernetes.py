@@ -44,6 +44,7 @@ from planner.export.common import (
     round_dir,
     write_files,
 )
+from planner.formats.schedule import Assignment, Round
 
 DEFAULT_LABEL_KEY = "nvidia.com/gpu.product"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
@@ -68,14 +69,14 @@ def to_yaml(doc: dict) -> str:
     return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1000)
 
 
-def _labels(rnd: dict, name: str) -> dict[str, str]:
+def _labels(rnd: Round, name: str) -> dict[str, str]:
     return {"app.kubernetes.io/managed-by": "rota", "rota/round": str(rnd["index"]), "rota/assignment": name}
 
 
 def _pod_template(
     context: ExportContext,
-    rnd: dict,
-    a: dict,
+    rnd: Round,
+    a: Assignment,
     *,
     node: str,
     n_gpus: int,
@@ -118,8 +119,8 @@ def _pod_template(
 
 def manifest(
     context: ExportContext,
-    rnd: dict,
-    a: dict,
+    rnd: Round,
+    a: Assignment,
     *,
     gang: str,
     queue: str | None,
@@ -259,7 +260,7 @@ def export_kubernetes(
     grace = grace_for(context.round_s, grace_s)
     files: dict[str, str] = {}
     rounds = []
-    for rnd in context.schedule["rounds"]:
+    for rnd in context.document.rounds:
         rounds.append(round_dir(rnd["index"]))
         for a in rnd["assignments"]:
             doc = manifest(
@@ -475,6 +476,58 @@ class _Checker:
         if "template" in spec:
             self.pod_template(spec["template"], f"{where}.template", ("Never", "OnFailure"))
 
+    def volcano_spec(self, spec: Any) -> None:
+        allowed = {
+            "schedulerName": False,
+            "minAvailable": True,
+            "queue": False,
+            "maxRetry": False,
+            "policies": False,
+            "tasks": True,
+        }
+        if not self.fields(spec, "spec", allowed):
+            return
+        for k, pol in enumerate(spec.get("policies", [])):
+            if self.fields(pol, f"spec.policies[{k}]", {"event": True, "action": True}):
+                if pol["event"] not in _VOLCANO_EVENTS:
+                    self.fail(f"spec.policies[{k}].event", f"unknown event {pol['event']!r}")
+                if pol["action"] not in _VOLCANO_ACTIONS:
+                    self.fail(f"spec.policies[{k}].action", f"unknown action {pol['action']!r}")
+        self.string(spec, "schedulerName", "spec")
+        self.string(spec, "queue", "spec")
+        self.integer(spec, "minAvailable", "spec", 1)
+        self.integer(spec, "maxRetry", "spec")
+        tasks = spec.get("tasks")
+        if not isinstance(tasks, list) or not tasks:
+            self.fail("spec.tasks", "expected a non-empty list")
+            return
+        replicas = 0
+        for k, t in enumerate(tasks):
+            w = f"spec.tasks[{k}]"
+            if self.fields(t, w, {"name": True, "replicas": True, "template": True}):
+                self.string(t, "name", w, _DNS_LABEL, 63)
+                self.integer(t, "replicas", w, 1)
+                replicas += t.get("replicas", 0) if isinstance(t.get("replicas"), int) else 0
+                self.pod_template(t.get("template"), f"{w}.template", ("Never", "OnFailure"))
+        if isinstance(spec.get("minAvailable"), int) and spec["minAvailable"] > replicas:
+            self.fail("spec.minAvailable", f"{spec['minAvailable']} is more than the {replicas} pods")
+
+    def jobset_spec(self, spec: Any) -> None:
+        if not self.fields(spec, "spec", {"suspend": False, "replicatedJobs": True}):
+            return
+        self.boolean(spec, "suspend", "spec")
+        jobs = spec.get("replicatedJobs")
+        if not isinstance(jobs, list) or not jobs:
+            self.fail("spec.replicatedJobs", "expected a non-empty list")
+            return
+        for k, rj in enumerate(jobs):
+            w = f"spec.replicatedJobs[{k}]"
+            if self.fields(rj, w, {"name": True, "replicas": True, "template": True}):
+                self.string(rj, "name", w, _DNS_LABEL, 63)
+                self.integer(rj, "replicas", w, 1)
+                if self.fields(rj.get("template"), f"{w}.template", {"spec": True}):
+                    self.job_spec(rj["template"].get("spec"), f"{w}.template.spec")
+
 
 def check_manifest(doc: Any) -> list[str]:
     """Problems with one manifest (empty = it has the shape the API server accepts)."""
@@ -487,56 +540,9 @@ def check_manifest(doc: Any) -> list[str]:
     if kind == ("batch/v1", "Job"):
         c.job_spec(spec, "spec")
     elif kind == ("batch.volcano.sh/v1alpha1", "Job"):
-        if c.fields(
-            spec,
-            "spec",
-            {
-                "schedulerName": False,
-                "minAvailable": True,
-                "queue": False,
-                "maxRetry": False,
-                "policies": False,
-                "tasks": True,
-            },
-        ):
-            for k, pol in enumerate(spec.get("policies", [])):
-                if c.fields(pol, f"spec.policies[{k}]", {"event": True, "action": True}):
-                    if pol["event"] not in _VOLCANO_EVENTS:
-                        c.fail(f"spec.policies[{k}].event", f"unknown event {pol['event']!r}")
-                    if pol["action"] not in _VOLCANO_ACTIONS:
-                        c.fail(f"spec.policies[{k}].action", f"unknown action {pol['action']!r}")
-            c.string(spec, "schedulerName", "spec")
-            c.string(spec, "queue", "spec")
-            c.integer(spec, "minAvailable", "spec", 1)
-            c.integer(spec, "maxRetry", "spec")
-            tasks = spec.get("tasks")
-            if not isinstance(tasks, list) or not tasks:
-                c.fail("spec.tasks", "expected a non-empty list")
-            else:
-                replicas = 0
-                for k, t in enumerate(tasks):
-                    w = f"spec.tasks[{k}]"
-                    if c.fields(t, w, {"name": True, "replicas": True, "template": True}):
-                        c.string(t, "name", w, _DNS_LABEL, 63)
-                        c.integer(t, "replicas", w, 1)
-                        replicas += t.get("replicas", 0) if isinstance(t.get("replicas"), int) else 0
-                        c.pod_template(t.get("template"), f"{w}.template", ("Never", "OnFailure"))
-                if isinstance(spec.get("minAvailable"), int) and spec["minAvailable"] > replicas:
-                    c.fail("spec.minAvailable", f"{spec['minAvailable']} is more than the {replicas} pods")
+        c.volcano_spec(spec)
     elif kind == ("jobset.x-k8s.io/v1alpha2", "JobSet"):
-        if c.fields(spec, "spec", {"suspend": False, "replicatedJobs": True}):
-            c.boolean(spec, "suspend", "spec")
-            jobs = spec.get("replicatedJobs")
-            if not isinstance(jobs, list) or not jobs:
-                c.fail("spec.replicatedJobs", "expected a non-empty list")
-            else:
-                for k, rj in enumerate(jobs):
-                    w = f"spec.replicatedJobs[{k}]"
-                    if c.fields(rj, w, {"name": True, "replicas": True, "template": True}):
-                        c.string(rj, "name", w, _DNS_LABEL, 63)
-                        c.integer(rj, "replicas", w, 1)
-                        if c.fields(rj.get("template"), f"{w}.template", {"spec": True}):
-                            c.job_spec(rj["template"].get("spec"), f"{w}.template.spec")
+        c.jobset_spec(spec)
     else:
         c.fail("$", f"unsupported apiVersion/kind {kind[0]}/{kind[1]}")
     return c.problems

@@ -43,7 +43,7 @@ def ray_plan(
     progress_dir: str | None = None,
 ) -> dict:
     rounds = []
-    for rnd in context.schedule["rounds"]:
+    for rnd in context.document.rounds:
         groups = []
         for a in rnd["assignments"]:
             acc = accelerator_name(a["worker_type"], accelerator_types)

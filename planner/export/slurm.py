@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 from planner.export.common import (
@@ -33,6 +34,7 @@ from planner.export.common import (
     round_dir,
     write_files,
 )
+from planner.formats.schedule import Assignment, Round
 
 
 def time_limit(seconds: float) -> str:
@@ -45,8 +47,8 @@ def time_limit(seconds: float) -> str:
 
 def batch_script(
     context: ExportContext,
-    rnd: dict,
-    assignment: dict,
+    rnd: Round,
+    assignment: Assignment,
     *,
     grace_s: int,
     partition: str | None,
@@ -149,7 +151,7 @@ def export_slurm(
     grace_s: float = DEFAULT_GRACE_S,
     partition: str | None = None,
     account: str | None = None,
-    sbatch_options: list[str] = (),
+    sbatch_options: Sequence[str] = (),
     progress_dir: str | None = None,
     **_ignored,
 ) -> list[Path]:
@@ -158,7 +160,7 @@ def export_slurm(
     extra = [o if o.startswith("--") else f"--{o}" for o in sbatch_options]
     files: dict[str, str] = {}
     rounds = []
-    for rnd in context.schedule["rounds"]:
+    for rnd in context.document.rounds:
         rounds.append(round_dir(rnd["index"]))
         for a in rnd["assignments"]:
             rel = f"{round_dir(rnd['index'])}/{file_name(assignment_label(a))}.sbatch"

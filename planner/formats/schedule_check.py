@@ -18,9 +18,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.formats.cluster import Cluster
+from planner.formats.fields import is_number
+from planner.formats.schedule import (
+    Assignment,
+    Round,
+    assignment_problem,
+    document_problems,
+    job_entry_problem,
+    round_problem,
+)
 from planner.formats.table import JobType, ThroughputTable
 
-SCHEDULE_FORMAT = "rota.schedule/v1"
 EPS = 1e-6
 
 KINDS = {
@@ -53,55 +61,21 @@ class Violation:
         return {"kind": self.kind, "round": self.round, "message": self.message}
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def check_structure(schedule: Any) -> list[Violation]:
     """Top-level shape; the per-assignment shape is checked with the rules."""
-    if not isinstance(schedule, dict):
-        return [Violation("structure", "the schedule is not a JSON object")]
-    out = []
-    if schedule.get("format") != SCHEDULE_FORMAT:
-        out.append(Violation("structure", f"format is {schedule.get('format')!r}, expected {SCHEDULE_FORMAT!r}"))
-    if not isinstance(schedule.get("rounds"), list):
-        out.append(Violation("structure", "'rounds' must be a list"))
-    if not isinstance(schedule.get("jobs"), dict):
-        out.append(Violation("structure", "'jobs' must map job ids to their totals"))
-    if not _number(schedule.get("round_s")) or schedule.get("round_s", 0) <= 0:
-        out.append(Violation("structure", "'round_s' must be a positive number"))
-    return out
+    return [Violation("structure", message) for _, message in document_problems(schedule)]
 
 
-def _assignment_shape(a: Any) -> str | None:
-    if not isinstance(a, dict):
-        return "an assignment is not an object"
-    jobs = a.get("jobs")
-    if not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs):
-        return "'jobs' must be a non-empty list of job ids"
-    if not isinstance(a.get("worker_type"), str):
-        return f"assignment of {', '.join(jobs)}: 'worker_type' must be a string"
-    gpus = a.get("gpus")
-    if (
-        not isinstance(gpus, list)
-        or not gpus
-        or not all(
-            isinstance(g, dict)
-            and isinstance(g.get("node"), str)
-            and isinstance(g.get("gpu"), int)
-            and not isinstance(g.get("gpu"), bool)
-            for g in gpus
-        )
-    ):
-        return f"assignment of {', '.join(jobs)}: 'gpus' must be a non-empty list of {{node, gpu}}"
-    steps = a.get("planned_steps")
-    if not isinstance(steps, dict) or set(steps) != set(jobs):
-        return f"assignment of {', '.join(jobs)}: 'planned_steps' must give steps for exactly its jobs"
-    if "node" in a:
-        nodes = list(dict.fromkeys(g["node"] for g in gpus))
-        if a["node"] != "+".join(nodes):
-            return f"assignment of {', '.join(jobs)}: 'node' is {a['node']!r} but its GPUs are on {'+'.join(nodes)}"
-    return None
+@dataclass
+class _Context:
+    """What the per-round checks read; `done` (job -> steps planned so far) is updated."""
+
+    cluster: Cluster
+    jobs: dict[str, Any]  # the schedule's job entries
+    done: dict[str, float]
+    node_type: dict[str, str]  # node -> its worker type
+    table: ThroughputTable | None
+    job_types: Mapping[str, JobType] | None
 
 
 def check_schedule(
@@ -119,139 +93,154 @@ def check_schedule(
     jobs: dict = schedule["jobs"]
     done: dict[str, float] = {}
     for jid, info in jobs.items():
-        if not isinstance(info, dict) or not _number(info.get("total_steps")):
+        if job_entry_problem(info) is not None:
             out.append(Violation("structure", f"job {jid!r}: 'total_steps' must be a number"))
             continue
         done[jid] = float(info.get("steps_done_at_start") or 0.0)
     node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
+    context = _Context(cluster, jobs, done, node_type, table, job_types)
     previous = None
     for position, rnd in enumerate(schedule["rounds"]):
-        if (
-            not isinstance(rnd, dict)
-            or not isinstance(rnd.get("index"), int)
-            or not _number(rnd.get("start_s"))
-            or not _number(rnd.get("end_s"))
-            or not isinstance(rnd.get("assignments"), list)
-        ):
-            out.append(Violation("structure", f"round at position {position} needs index, start_s, end_s, assignments"))
+        if (problem := round_problem(rnd)) is not None:
+            out.append(Violation("structure", f"round at position {position} {problem}"))
             previous = None
             continue
-        r = rnd["index"]
-        if previous is not None:
-            if r != previous["index"] + 1:
-                out.append(Violation("rounds", f"index {r} follows {previous['index']}", r))
-            if rnd["start_s"] < previous["end_s"] - EPS:
-                out.append(
-                    Violation(
-                        "rounds",
-                        f"starts at {rnd['start_s']:g} s, before round "
-                        f"{previous['index']} ends ({previous['end_s']:g} s)",
-                        r,
-                    )
-                )
-        if rnd["end_s"] <= rnd["start_s"]:
-            out.append(
-                Violation("rounds", f"ends at {rnd['end_s']:g} s, not after its start ({rnd['start_s']:g} s)", r)
-            )
+        out += _check_timing(rnd, previous)
         previous = rnd
-        out += _check_round(rnd, r, cluster, jobs, done, node_type, table, job_types)
+        out += _check_round(rnd, context)
     return out
 
 
-def _check_round(
-    rnd: dict,
-    r: int,
-    cluster: Cluster,
-    jobs: dict,
-    done: dict[str, float],
-    node_type: dict[str, str],
-    table: ThroughputTable | None,
-    job_types: Mapping[str, JobType] | None,
-) -> list[Violation]:
+def _check_timing(rnd: Round, previous: Round | None) -> list[Violation]:
+    """Rounds follow each other: next index, not before the previous one ends, positive length."""
+    out = []
+    r = rnd["index"]
+    if previous is not None:
+        if r != previous["index"] + 1:
+            out.append(Violation("rounds", f"index {r} follows {previous['index']}", r))
+        if rnd["start_s"] < previous["end_s"] - EPS:
+            out.append(
+                Violation(
+                    "rounds",
+                    f"starts at {rnd['start_s']:g} s, before round {previous['index']} ends ({previous['end_s']:g} s)",
+                    r,
+                )
+            )
+    if rnd["end_s"] <= rnd["start_s"]:
+        out.append(Violation("rounds", f"ends at {rnd['end_s']:g} s, not after its start ({rnd['start_s']:g} s)", r))
+    return out
+
+
+def _check_round(rnd: Round, context: _Context) -> list[Violation]:
     out: list[Violation] = []
+    r = rnd["index"]
     held: dict[tuple[str, int], str] = {}
     seen: set[str] = set()
     for a in rnd["assignments"]:
-        problem = _assignment_shape(a)
+        problem = assignment_problem(a)
         if problem:
             out.append(Violation("structure", problem, r))
             continue
-        ids, w = a["jobs"], a["worker_type"]
+        out += _check_gpus(a, r, context, held)
+        out += _check_jobs(a, rnd, context, seen)
+        out += _check_throughput(a, r, context)
+        out += _check_steps(a, r, context)
+    return out
+
+
+def _check_gpus(a: Assignment, r: int, context: _Context, held: dict[tuple[str, int], str]) -> list[Violation]:
+    """The GPUs exist, belong to the assignment's worker type, and nobody else holds them
+    this round (`held`: GPU -> assignment label, updated)."""
+    out = []
+    w, label = a["worker_type"], "+".join(a["jobs"])
+    types = context.cluster.worker_types
+    if w not in types:
+        out.append(Violation("unknown_gpu", f"{label}: worker type {w!r} is not in the cluster", r))
+    for g in a["gpus"]:
+        node, gpu = g["node"], g["gpu"]
+        owner_type = context.node_type.get(node)
+        if owner_type is None:
+            out.append(Violation("unknown_gpu", f"{label}: node {node!r} is not in the cluster", r))
+        elif w in types and owner_type != w:
+            out.append(Violation("gang_type", f"{label} on {w} holds {node}:{gpu}, a GPU of {owner_type}", r))
+        elif not 0 <= gpu < types[owner_type].gpus_per_node:
+            per_node = types[owner_type].gpus_per_node
+            out.append(Violation("unknown_gpu", f"{label}: {node} has no GPU {gpu} ({per_node} per node)", r))
+        if (node, gpu) in held:
+            out.append(Violation("double_booked", f"{node}:{gpu} is held by {held[(node, gpu)]} and {label}", r))
+        else:
+            held[(node, gpu)] = label
+    return out
+
+
+def _check_jobs(a: Assignment, rnd: Round, context: _Context, seen: set[str]) -> list[Violation]:
+    """At most two jobs, each once per round (`seen`, updated), known, arrived, with its gang size."""
+    out = []
+    r, ids = rnd["index"], a["jobs"]
+    if len(ids) > 2:
         label = "+".join(ids)
-        spec = cluster.worker_types.get(w)
-        if spec is None:
-            out.append(Violation("unknown_gpu", f"{label}: worker type {w!r} is not in the cluster", r))
-        gpus = [(g["node"], g["gpu"]) for g in a["gpus"]]
-        for node, g in gpus:
-            owner_type = node_type.get(node)
-            if owner_type is None:
-                out.append(Violation("unknown_gpu", f"{label}: node {node!r} is not in the cluster", r))
-            elif spec is not None and owner_type != w:
-                out.append(Violation("gang_type", f"{label} on {w} holds {node}:{g}, a GPU of {owner_type}", r))
-            elif not 0 <= g < cluster.worker_types[owner_type].gpus_per_node:
-                out.append(
-                    Violation(
-                        "unknown_gpu",
-                        f"{label}: {node} has no GPU {g} ({cluster.worker_types[owner_type].gpus_per_node} per node)",
-                        r,
-                    )
+        out.append(Violation("pair", f"{len(ids)} jobs share GPUs ({label}); at most two can be co-located", r))
+    for jid in ids:
+        if jid in seen:
+            out.append(Violation("job_twice", f"{jid} is in two assignments", r))
+        seen.add(jid)
+    for jid in ids:
+        if jid not in context.jobs:
+            out.append(Violation("unknown_job", f"{jid} is not in the schedule's job list", r))
+    for jid in _known(ids, context):
+        info = context.jobs[jid]
+        scale = info.get("scale_factor")
+        if is_number(scale) and len(a["gpus"]) != scale:
+            out.append(Violation("gang_size", f"{jid} needs {scale:g} GPU(s) but holds {len(a['gpus'])}", r))
+        arrival = info.get("arrival_s")
+        if is_number(arrival) and rnd["start_s"] < arrival - EPS:
+            out.append(
+                Violation("arrival", f"{jid} arrives at {arrival:g} s, the round starts at {rnd['start_s']:g} s", r)
+            )
+    return out
+
+
+def _known(ids: list[str], context: _Context) -> list[str]:
+    """The jobs whose entry in the schedule could be read."""
+    return [jid for jid in ids if jid in context.jobs and jid in context.done]
+
+
+def _check_throughput(a: Assignment, r: int, context: _Context) -> list[Violation]:
+    """With a table: a solo job can run on its worker type, a pair has a co-located throughput."""
+    table, job_types, ids, w = context.table, context.job_types, a["jobs"], a["worker_type"]
+    if table is None or job_types is None or w not in context.cluster.worker_types or len(ids) > 2:
+        return []
+    types = [t for t in (job_types.get(jid) for jid in ids) if t is not None]
+    if len(types) < len(ids):  # a job of unknown type: nothing to look up
+        return []
+    if len(types) == 1 and table.solo(w, types[0]) <= 0:
+        return [Violation("throughput", f"{ids[0]} ({types[0].label}) cannot run on {w}", r)]
+    if len(types) == 2 and min(table.pair(w, types[0], types[1])) <= 0:
+        message = f"no co-located throughput for {types[0].label} with {types[1].label} on {w} in the table"
+        return [Violation("pair", message, r)]
+    return []
+
+
+def _check_steps(a: Assignment, r: int, context: _Context) -> list[Violation]:
+    """Planned steps are positive and within what each job has left (`context.done` is updated)."""
+    out = []
+    done = context.done
+    for jid in _known(a["jobs"], context):
+        if math.isnan(done[jid]):
+            continue
+        n = a["planned_steps"][jid]
+        if not is_number(n) or n <= 0:
+            out.append(Violation("steps", f"{jid}: planned steps {n!r} must be a positive number", r))
+            continue
+        left = float(context.jobs[jid]["total_steps"]) - done[jid]
+        if n > math.ceil(left - 1e-9) + EPS:
+            out.append(
+                Violation(
+                    "steps",
+                    f"{jid} plans {n:g} steps but has {max(left, 0.0):g} left (its later rounds are not checked)",
+                    r,
                 )
-            if (node, g) in held:
-                out.append(Violation("double_booked", f"{node}:{g} is held by {held[(node, g)]} and {label}", r))
-            else:
-                held[(node, g)] = label
-        if len(ids) > 2:
-            out.append(Violation("pair", f"{len(ids)} jobs share GPUs ({label}); at most two can be co-located", r))
-        for jid in ids:
-            if jid in seen:
-                out.append(Violation("job_twice", f"{jid} is in two assignments", r))
-            seen.add(jid)
-        known = [jid for jid in ids if jid in jobs and jid in done]
-        for jid in ids:
-            if jid not in jobs:
-                out.append(Violation("unknown_job", f"{jid} is not in the schedule's job list", r))
-        for jid in known:
-            info = jobs[jid]
-            scale = info.get("scale_factor")
-            if _number(scale) and len(gpus) != scale:
-                out.append(Violation("gang_size", f"{jid} needs {scale:g} GPU(s) but holds {len(gpus)}", r))
-            if _number(info.get("arrival_s")) and rnd["start_s"] < info["arrival_s"] - EPS:
-                out.append(
-                    Violation(
-                        "arrival",
-                        f"{jid} arrives at {info['arrival_s']:g} s, the round starts at {rnd['start_s']:g} s",
-                        r,
-                    )
-                )
-        if table is not None and job_types is not None and spec is not None and len(ids) <= 2:
-            types = [job_types.get(jid) for jid in ids]
-            if all(t is not None for t in types):
-                if len(ids) == 1 and table.solo(w, types[0]) <= 0:
-                    out.append(Violation("throughput", f"{ids[0]} ({types[0].label}) cannot run on {w}", r))
-                if len(ids) == 2 and min(table.pair(w, types[0], types[1])) <= 0:
-                    out.append(
-                        Violation(
-                            "pair",
-                            f"no co-located throughput for {types[0].label} with {types[1].label} on {w} in the table",
-                            r,
-                        )
-                    )
-        for jid in known:
-            if math.isnan(done[jid]):
-                continue
-            n = a["planned_steps"][jid]
-            if not _number(n) or n <= 0:
-                out.append(Violation("steps", f"{jid}: planned steps {n!r} must be a positive number", r))
-                continue
-            left = float(jobs[jid]["total_steps"]) - done[jid]
-            if n > math.ceil(left - 1e-9) + EPS:
-                out.append(
-                    Violation(
-                        "steps",
-                        f"{jid} plans {n:g} steps but has {max(left, 0.0):g} left (its later rounds are not checked)",
-                        r,
-                    )
-                )
-                done[jid] = math.nan  # one report per job, not one per later round
-            done[jid] += n
+            )
+            done[jid] = math.nan  # one report per job, not one per later round
+        done[jid] += n
     return out

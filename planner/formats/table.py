@@ -193,7 +193,8 @@ def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
     )
 
 
-def _row_key(r: Mapping[str, Any]) -> tuple:
+def row_key(r: Mapping[str, Any]) -> tuple:
+    """The key columns (KEY_COLUMNS): a table has one row per key."""
     return (
         r["worker_type"],
         r["model"],
@@ -229,7 +230,7 @@ def validate_records(
     first_seen: dict[tuple, int] = {}
     for index, raw in enumerate(records, start=1):
         parsed = _parse_row(raw, path=path, row=index)
-        key = _row_key(parsed)
+        key = row_key(parsed)
         if key in first_seen:
             raise InputError(
                 f"duplicate of row {first_seen[key]} ({_describe_key(key)})", path=path, row=index, field="worker_type"
@@ -409,7 +410,7 @@ def merge_tables(tables: Iterable[ThroughputTable], path: object = "<merged>") -
     merged: dict[tuple, TableRow] = {}
     for table in tables:
         for r in table.rows:
-            merged[_row_key(r)] = r
+            merged[row_key(r)] = r
     return ThroughputTable.from_records(list(merged.values()), columns=COLUMNS, path=path)
 
 
@@ -424,10 +425,10 @@ def append_rows(path: str | os.PathLike, new_rows: Iterable[Mapping[str, Any]]) 
     existing: dict[tuple, TableRow] = {}
     if path.exists():
         for r in _read_rows_unchecked(path):
-            existing[_row_key(r)] = r
+            existing[row_key(r)] = r
     for index, raw in enumerate(new_rows, start=1):
         parsed = _parse_row(raw, path=f"{path} (new rows)", row=index)
-        existing[_row_key(parsed)] = parsed
+        existing[row_key(parsed)] = parsed
     table = ThroughputTable(list(existing.values()), path=path)
     write_table(table, path)
     return table
