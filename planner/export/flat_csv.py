@@ -18,8 +18,9 @@ EXPORT_COLUMNS = CSV_COLUMNS + ["round_s", "command"]
 
 def schedule_rows(context: ExportContext) -> Iterator[dict[str, Any]]:
     round_s = f"{context.round_s:g}"
+    job_id = CSV_COLUMNS.index("job_id")
     for row in csv_rows(context.document.rounds):
-        yield {**row, "round_s": round_s, "command": context.commands[row["job_id"]]}
+        yield dict(zip(EXPORT_COLUMNS, [*row, round_s, context.commands[row[job_id]]]))
 
 
 def export_csv(context: ExportContext, out_dir: Path, **_ignored: Any) -> list[Path]:

@@ -330,30 +330,22 @@ def file_digest(path: str | os.PathLike) -> str:
 # --------------------------------------------------------------------------- CSV view and writing
 
 
-def csv_rows(rounds: Iterable[Round]) -> Iterator[dict[str, Any]]:
-    """One row (CSV_COLUMNS) per round, job and GPU."""
+def csv_rows(rounds: Iterable[Round]) -> Iterator[list[Any]]:
+    """One row (the values of CSV_COLUMNS, in order) per round, job and GPU."""
     for r in rounds:
+        start, end = f"{r['start_s']:.3f}", f"{r['end_s']:.3f}"
         for a in r["assignments"]:
             for jid in a["jobs"]:
                 partners = ";".join(other for other in a["jobs"] if other != jid)
+                steps = a["planned_steps"][jid]
                 for gpu in a["gpus"]:
-                    yield {
-                        "round": r["index"],
-                        "start_s": f"{r['start_s']:.3f}",
-                        "end_s": f"{r['end_s']:.3f}",
-                        "job_id": jid,
-                        "worker_type": a["worker_type"],
-                        "node": gpu["node"],
-                        "gpu": gpu["gpu"],
-                        "planned_steps": a["planned_steps"][jid],
-                        "co_located_with": partners,
-                    }
+                    yield [r["index"], start, end, jid, a["worker_type"], gpu["node"], gpu["gpu"], steps, partners]
 
 
 def schedule_csv(schedule: Schedule | Mapping[str, Any]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
-    writer.writeheader()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
     writer.writerows(csv_rows(_as_json(schedule)["rounds"]))
     return buffer.getvalue()
 
