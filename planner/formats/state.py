@@ -192,7 +192,8 @@ class StateDocument:
         check_state(data, path)
         reader = _Reader(path)
         worker_types = reader.get(data, "worker_types", lambda v: [str(w) for w in v])
-        jobs = [_job_entry(rec, reader.at("jobs", row)) for row, rec in enumerate(reader.items(data, "jobs"), 1)]
+        in_jobs = reader.at("jobs")
+        jobs = [_job_entry(rec, in_jobs, row) for row, rec in enumerate(reader.items(data, "jobs"), 1)]
         engine = _engine_entry(data["engine"], reader.at("engine"))
         known = {entry.job.job_id for entry in jobs}
         missing = [jid for jid in (*engine.pending, *engine.active) if jid not in known]
@@ -301,6 +302,9 @@ class _Reader:
     def at(self, section: str, row: int | None = None) -> _Reader:
         return _Reader(self.path, f"{self.prefix}{section}.", row)
 
+    def in_row(self, row: int) -> _Reader:
+        return _Reader(self.path, self.prefix, row)
+
     def error(self, key: str, message: str) -> InputError:
         return InputError(message, path=self.path, row=self.row, field=f"{self.prefix}{key}")
 
@@ -319,17 +323,18 @@ class _Reader:
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
             raise self.error(key, f"unexpected value {_short(value)} ({exc})") from None
 
-    def fields(self, data: Mapping[str, Any], spec: tuple[Field, ...]) -> dict[str, Any]:
+    def fields(self, data: Mapping[str, Any], spec: tuple[Field, ...], row: int | None = None) -> dict[str, Any]:
         """Every field of `spec`, converted. One pass with no bookkeeping (thousands of
-        jobs), and field by field only to name the one at fault."""
+        jobs), and field by field only to name the one at fault (in list row `row`)."""
         try:
             return {
                 key: convert(data[key]) if key in data or default is REQUIRED else default
                 for key, convert, default in spec
             }
         except (TypeError, ValueError, KeyError, IndexError, AttributeError, _Invalid):
+            checked = self if row is None else self.in_row(row)
             for key, convert, default in spec:
-                self.get(data, key, convert, default)
+                checked.get(data, key, convert, default)
             raise
 
     def items(self, data: Mapping[str, Any], key: str) -> list[Any]:
@@ -364,10 +369,10 @@ def _optional_text(value: Any) -> str | None:
     return None if value is None else _text(value)
 
 
-def _job_entry(rec: Any, reader: _Reader) -> JobEntry:
+def _job_entry(rec: Any, reader: _Reader, row: int) -> JobEntry:
     if not isinstance(rec, dict):
-        raise reader.error("job_id", "expected a job object")
-    v = reader.fields(rec, _JOB_FIELDS)
+        raise reader.in_row(row).error("job_id", "expected a job object")
+    v = reader.fields(rec, _JOB_FIELDS, row)
     job = Job(
         v["job_id"],
         JobType(v["model"], v["batch_size"], v["scale_factor"]),
