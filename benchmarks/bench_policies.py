@@ -1,10 +1,10 @@
-"""Policy build + solve time at scale, side by side with a direct highspy LP.
+"""Policy build + solve time at scale, side by side with a hand-written highspy LP.
 
 Jobs are drawn uniformly from Gavel's 26 single-GPU job types (its published
 table, data/gavel/simulation_throughputs.json; the synthetic demo table when
 that is absent) on three worker types with n/4 GPUs each. For LAS-perf the same LP
-is also built directly in highspy (per job, and per class) — the floor for
-what Pyomo adds. cvxpy + ECOS (Gavel's stack) is timed when installed.
+is also written straight into highspy (per job, and per class) — the floor
+for what rota's LP builder adds. cvxpy + ECOS (Gavel's stack) is timed when installed.
 
 Run: python benchmarks/bench_policies.py [--quick]
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from planner.formats.table import read_table  # noqa: E402
 from planner.policies import make_policy  # noqa: E402
-from planner.policies.lp import make_classes  # noqa: E402
+from planner.policies.base import Allocation  # noqa: E402
+from planner.policies.lp.classes import make_classes  # noqa: E402
 from planner.policies.problem import Problem  # noqa: E402
 
 GAVEL = ROOT / "data" / "gavel" / "simulation_throughputs.json"
@@ -89,7 +91,11 @@ def highspy_las(problem: Problem, aggregate: bool) -> float:
     lower[-1], upper[-1] = -inf, inf
     h.addVars(nvar, lower, upper)
     h.changeColsCost(nvar, np.arange(nvar, dtype=np.int32), cost)
-    starts, index, value, lo, hi = [], [], [], [], []
+    starts: list[int] = []
+    index: list[int] = []
+    value: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
     for j in range(m):  # capacity
         starts.append(len(index))
         index += [c * m + j for c in range(k)]
@@ -134,14 +140,16 @@ def main(argv=None) -> None:
     quick = "--quick" in (argv if argv is not None else sys.argv[1:])
     table, types, source = load_table()
     print(f"policy timings (median of 3; build + solve, seconds) on {source}")
+    cvxpy_las: Callable[[Problem], float] | None = None
     try:
         import cvxpy  # noqa: F401
         import ecos  # noqa: F401
 
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from bench_simulate import cvxpy_las_seconds  # Gavel's LAS-perf program, cvxpy + ECOS
+
+        cvxpy_las = cvxpy_las_seconds
     except ImportError:
-        cvxpy_las_seconds = None
         print("cvxpy + ECOS (Gavel's stack) not installed: no cvxpy column in this run")
     print(
         f"{'policy':40s} {'n':>7s} {'rota':>8s} {'classes':>7s} {'highspy/job':>11s} "
@@ -155,12 +163,12 @@ def main(argv=None) -> None:
     }
     if quick:
         sizes = {k: [v for v in s if v <= 512] for k, s in sizes.items()}
-    make_policy("max_min_fairness_perf").allocate(problem_for(table, types, 8))  # pay Pyomo's first-solve cost
+    make_policy("max_min_fairness_perf").allocate(problem_for(table, types, 8))  # first solve: HiGHS start-up
     for name, ns in sizes.items():
         for n in ns:
             problem = problem_for(table, types, n)
             repeats = 1 if n >= 10_000 or name == "finish_time_fairness_perf" and n >= 2048 else 3
-            alloc = {}
+            alloc: dict[str, Allocation] = {}
 
             def run(name=name, problem=problem, alloc=alloc):
                 alloc["a"] = make_policy(name).allocate(problem)
@@ -172,8 +180,8 @@ def main(argv=None) -> None:
                 floor_class = timed(lambda p=problem: highspy_las(p, aggregate=True), repeats)
             ratio = f"{rota / floor_class:10.1f}" if floor_class else f"{'-':>10s}"
             gavel = None
-            if name == "max_min_fairness_perf" and cvxpy_las_seconds and n <= 10_000:
-                gavel = timed(lambda p=problem: cvxpy_las_seconds(p), 1)
+            if name == "max_min_fairness_perf" and cvxpy_las is not None and n <= 10_000:
+                gavel = timed(lambda p=problem, las=cvxpy_las: las(p), 1)
             gavel_text = f"{gavel:10.3f}" if gavel else f"{'-':>10s}"
             target = TARGETS[name] if n == (100_000 if name == "max_min_fairness_perf" else 2048) else None
             mark = "" if target is None else f"<= {target:.0f} s: {'met' if rota <= target else 'MISSED'}"

@@ -1,49 +1,107 @@
-"""The direct HiGHS route for max-min fairness against the Pyomo formulation."""
+"""The array route of the LP policies: the builder's rules, the HiGHS adapter, and
+`to_pyomo()` — every policy's LP exported to Pyomo and solved there reaches the
+objective HiGHS reaches on the arrays."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
+import pyomo.environ as pyo
 import pytest
 from conftest import SPEC_T, SPEC_TYPES, make_problem
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from pyomo.contrib.appsi.base import TerminationCondition
+from pyomo.contrib.appsi.solvers import Highs as PyomoHighs
 
-from planner.errors import InputError, SolverError
+from planner.errors import SolverError
+from planner.formats.table import JobType, ThroughputTable
 from planner.policies import make_policy
-from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
+from planner.policies.lp import highs
+from planner.policies.lp.matrix import INF, LPBuilder, MatrixLP, Rows
+from planner.policies.lp.pyomo_export import to_pyomo
 
 
-@st.composite
-def problems(draw):
-    n = draw(st.integers(1, 12))
-    m = draw(st.integers(1, 4))
-    kinds = draw(st.integers(1, 4))  # few distinct rows, so classes have several members
-    rows = [[draw(st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0])) for _ in range(m)] for _ in range(kinds)]
-    pick = [draw(st.integers(0, kinds - 1)) for _ in range(n)]
-    capacity = [draw(st.integers(1, 6)) for _ in range(m)]
-    scale = [draw(st.sampled_from([1, 1, 2, 4])) for _ in range(n)]
-    weight = [draw(st.sampled_from([1.0, 1.0, 2.0])) for _ in range(n)]
-    return make_problem([rows[p] for p in pick], capacity, scale=scale, weight=weight)
+def handmade_lp() -> MatrixLP:
+    """max x0 + 2 x1  s.t.  x0 + x1 <= 2,  x0 - x1 == 0,  x in [0, 1], x1 integral."""
+    return MatrixLP(
+        cost=np.array([1.0, 2.0]),
+        lower=np.zeros(2),
+        upper=np.ones(2),
+        row_start=np.array([0, 2, 4], dtype=np.int32),
+        row_index=np.array([0, 1, 0, 1], dtype=np.int32),
+        row_value=np.array([1.0, 1.0, 1.0, -1.0]),
+        row_lower=np.array([-INF, 0.0]),
+        row_upper=np.array([2.0, 0.0]),
+        integer=np.array([False, True]),
+    )
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    problems(),
-    st.sampled_from(["max_min_fairness", "max_min_fairness_perf"]),
-    st.booleans(),
-    st.sampled_from(["ipm", "simplex"]),
-)
-def test_direct_route_equals_pyomo(problem, name, aggregate, method):
-    direct = make_policy(name, aggregate=aggregate, method=method).allocate(problem)
-    pyomo = make_policy(name, aggregate=aggregate, method=method, lp_backend="pyomo").allocate(problem)
-    assert direct.objective == pytest.approx(pyomo.objective, rel=1e-9, abs=1e-9)
-    # Same matrix in the same row and column order: HiGHS returns the same point.
-    np.testing.assert_allclose(direct.x, pyomo.x, atol=1e-9)
-    assert direct.n_classes == pyomo.n_classes
+def test_columns_in_order_of_first_appearance_then_unused_by_id():
+    lp = LPBuilder()
+    a, b, c, d = lp.variables(4)
+    lp.add(Rows.from_terms([[(c, 1.0), (a, 2.0)], [(b, 1.0), (c, 3.0)]], [-INF, -INF], [1.0, 1.0]))
+    matrix, column = lp.build(np.array([0.0, 0.0, 0.0, 5.0]), maximize=True)
+    assert column.tolist() == [1, 2, 0, 3]  # c first, then a, b; d is in no row: last
+    assert matrix.row_index.tolist() == [0, 1, 2, 0]
+    assert matrix.cost.tolist() == [0.0, 0.0, 0.0, 5.0]
 
 
-def test_direct_route_spec_values():
-    # Spec §11.1, cluster (1, 2, 3): LAS-perf level 48/31 (as the Pyomo route, tests/test_policies.py)
+def test_repeated_variable_in_a_row_is_one_entry_summed_where_it_first_appears():
+    rows = Rows.from_terms([[(2, 1.5), (0, 1.0), (2, -0.5)]], [0.0], [1.0])
+    assert rows.index.tolist() == [2, 0] and rows.value.tolist() == [1.0, 1.0]
+
+
+def test_fixed_variable_keeps_its_column_but_moves_into_the_bounds():
+    lp = LPBuilder()
+    x = lp.variables(1)
+    held = lp.variables(1, 2.0, 2.0)  # a constant 2
+    lp.add(Rows.from_terms([[(held[0], 3.0), (x[0], 1.0)]], [-INF], [10.0]))
+    matrix, column = lp.build(np.array([1.0, 7.0]), maximize=True)
+    assert column.tolist() == [1, 0]  # numbered where it first appears
+    assert matrix.row_index.tolist() == [column[x[0]]] and matrix.row_upper.tolist() == [4.0]
+    assert matrix.cost[column[held[0]]] == 0.0
+
+
+def test_row_blocks_compose():
+    rows = Rows.from_terms([[(0, 2.0)], [], [(1, 1.0), (2, 4.0)]], [0.0] * 3, [1.0] * 3)
+    led = rows.scaled(np.array([1.0, 5.0, -1.0])).led_by(np.array([7, 8, 9]), 0.5)
+    assert led.index.tolist() == [7, 0, 8, 9, 1, 2]
+    assert led.value.tolist() == [0.5, 2.0, 0.5, 0.5, -1.0, -4.0]
+    picked = led.select(np.array([False, True, True])).bounded(-INF, 3.0)
+    assert picked.lengths.tolist() == [1, 3] and picked.upper.tolist() == [3.0, 3.0]
+
+
+def test_to_pyomo_keeps_bounds_equalities_and_integrality():
+    model = to_pyomo(handmade_lp())
+    assert model.x[1].domain is pyo.Integers and model.x[0].bounds == (0.0, 1.0)
+    assert model.row[1].equality and model.row[0].lower is None and pyo.value(model.row[0].upper) == 2.0
+    PyomoHighs().solve(model)
+    assert pyo.value(model.objective) == pytest.approx(3.0)  # x = (1, 1)
+
+
+def test_infeasible_matrix_raises_solver_error():
+    lp = handmade_lp()
+    lp.row_lower[0] = 3.0  # x0 + x1 >= 3 with x <= 1
+    with pytest.raises(SolverError, match="test: HiGHS ended 'Infeasible', not optimal"):
+        highs.solve_matrix(lp, method="mip", policy="test")
+
+
+def test_malformed_matrix_is_a_solver_error():
+    lp = handmade_lp()
+    lp.row_index = np.array([0, 5, 0, 1], dtype=np.int32)  # no column 5
+    with pytest.raises(SolverError, match="HiGHS refused the model"):
+        highs.solve_matrix(lp, method="ipm", policy="test")
+
+
+def test_unknown_method_is_refused():
+    with pytest.raises(ValueError, match="unknown solver method"):
+        highs.highs_options("barrier")
+
+
+def test_spec_values_on_the_array_route():
+    # Spec §11.1, cluster (1, 2, 3): LAS-perf level 48/31 (tests/test_policies.py has the rest)
     problem = make_problem(SPEC_T, [1, 2, 3], names=SPEC_TYPES)
     alloc = make_policy("max_min_fairness_perf").allocate(problem)
     assert alloc.objective == pytest.approx(48 / 31, rel=1e-6)
@@ -57,22 +115,6 @@ def test_job_that_runs_nowhere_gets_nothing():
     alloc = make_policy("max_min_fairness_perf").allocate(problem)
     assert alloc.objective == pytest.approx(0.0, abs=1e-9)
     assert alloc.x[0].sum() == 0.0
-
-
-def test_infeasible_matrix_raises_solver_error():
-    # x <= 1 and x >= 2 cannot both hold
-    lp = MatrixLP(
-        cost=np.array([1.0]),
-        lower=np.array([0.0]),
-        upper=np.array([1.0]),
-        row_start=np.array([0, 1], dtype=np.int32),
-        row_index=np.array([0], dtype=np.int32),
-        row_value=np.array([1.0]),
-        row_lower=np.array([2.0]),
-        row_upper=np.array([INF]),
-    )
-    with pytest.raises(SolverError, match="not optimal"):
-        solve_matrix(lp, method="ipm", policy="test")
 
 
 def test_no_solver_banner_on_stdout():
@@ -94,15 +136,96 @@ def test_no_solver_banner_on_stdout():
     assert out.stdout == ""
 
 
-def test_unknown_backend_is_an_input_error():
-    with pytest.raises(InputError, match="unknown LP backend"):
-        make_policy("max_min_fairness_perf", lp_backend="gurobi")
+# --- every policy's LP through to_pyomo() ------------------------------------------------
+
+
+def solved_lps(allocate) -> list[MatrixLP]:
+    """The LPs `allocate()` hands to HiGHS, as they were when loaded."""
+    seen: list[MatrixLP] = []
+    original = highs.highs_model
+
+    def recording(lp: MatrixLP):
+        seen.append(copy.deepcopy(lp))
+        return original(lp)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highs, "highs_model", recording)
+        allocate()
+    return seen
+
+
+def direct_objective(lp: MatrixLP) -> float | None:
+    method = "mip" if lp.integer is not None else "simplex"
+    result = highs.run_loaded(highs.load_matrix(lp, method=method, policy="test"), policy="test", allow_infeasible=True)
+    return None if result is None else result[1]
+
+
+def pyomo_objective(lp: MatrixLP) -> float | None:
+    solver = PyomoHighs()
+    solver.config.load_solution = False
+    results = solver.solve(to_pyomo(lp))
+    if results.termination_condition in (
+        TerminationCondition.infeasible,
+        TerminationCondition.infeasibleOrUnbounded,
+    ):
+        return None
+    assert results.termination_condition == TerminationCondition.optimal
+    return float(results.best_feasible_objective)
+
+
+def assert_pyomo_agrees(policy, problem) -> None:
+    lps = solved_lps(lambda: policy.allocate(problem))
+    assert lps, "the policy solved no LP"
+    for lp in lps:
+        direct, through_pyomo = direct_objective(lp), pyomo_objective(lp)
+        assert (direct is None) == (through_pyomo is None)
+        if direct is not None:
+            assert through_pyomo == pytest.approx(direct, rel=1e-7, abs=1e-7)
+
+
+@st.composite
+def problems(draw):
+    n = draw(st.integers(1, 10))
+    m = draw(st.integers(1, 4))
+    kinds = draw(st.integers(1, 4))  # few distinct rows, so classes have several members
+    rows = [[draw(st.sampled_from([0.0, 0.5, 1.0, 2.5, 4.0])) for _ in range(m)] for _ in range(kinds)]
+    for row in rows:
+        row[draw(st.integers(0, m - 1))] = draw(st.sampled_from([1.0, 3.0]))  # runs somewhere
+    pick = [draw(st.integers(0, kinds - 1)) for _ in range(n)]
+    capacity = [draw(st.integers(1, 6)) for _ in range(m)]
+    scale = [draw(st.sampled_from([1, 1, 2, 4])) for _ in range(n)]
+    weight = [draw(st.sampled_from([1.0, 1.0, 2.0])) for _ in range(n)]
+    remaining = [draw(st.sampled_from([100.0, 400.0, 2500.0])) for _ in range(n)]
+    problem = make_problem([rows[p] for p in pick], capacity, scale=scale, weight=weight, remaining=remaining)
+    problem.time_since_start[:] = [draw(st.sampled_from([0.0, 50.0, 400.0])) for _ in range(n)]
+    problem.slo_left_s = np.array([draw(st.sampled_from([np.nan, 5.0, 5000.0])) for _ in range(n)])
+    return problem
+
+
+PLAIN_POLICIES = [
+    ("max_min_fairness", {}),
+    ("max_min_fairness_perf", {"method": "simplex"}),
+    ("finish_time_fairness_perf", {}),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(problems(), st.sampled_from(PLAIN_POLICIES), st.booleans())
+def test_policy_lp_through_pyomo_reaches_the_same_objective(problem, policy, aggregate):
+    name, options = policy
+    assert_pyomo_agrees(make_policy(name, aggregate=aggregate, **options), problem)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 3), st.data())
+def test_allox_lp_through_pyomo_reaches_the_same_objective(n, gpus, data):
+    tput = [[data.draw(st.sampled_from([1.0, 2.0, 4.0])) for _ in range(gpus)] for _ in range(n)]
+    remaining = [data.draw(st.sampled_from([10.0, 20.0, 30.0])) for _ in range(n)]
+    assert_pyomo_agrees(make_policy("allox"), make_problem(tput, [1] * gpus, remaining=remaining))
 
 
 @st.composite
 def packed_problems(draw):
-    from planner.formats.table import JobType, ThroughputTable
-
     m = draw(st.integers(1, 3))
     names = [f"w{j}" for j in range(m)]
     kinds = draw(
@@ -147,6 +270,8 @@ def packed_problems(draw):
     # A zero where the table has a rate: the job cannot run there (too few GPUs, say), so some
     # pair cells lose their mirror and are fixed to 0.
     tput = [[0.0 if draw(st.integers(0, 4)) == 0 else solo[w, jt] for w in names] for jt in jobs]
+    for row, jt in zip(tput, jobs):
+        row[0] = solo[names[0], jt]  # runs somewhere
     capacity = [draw(st.integers(1, 4)) for _ in range(m)]
     weight = [draw(st.sampled_from([1.0, 1.0, 2.0])) for _ in range(n)]
     problem = make_problem(tput, capacity, scale=[jt.scale_factor for jt in jobs], weight=weight, names=names)
@@ -154,32 +279,14 @@ def packed_problems(draw):
     return problem
 
 
-@settings(max_examples=100, deadline=None)
-@given(packed_problems(), st.booleans(), st.sampled_from(["ipm", "simplex"]))
-def test_packed_direct_route_equals_pyomo(problem, aggregate, method):
-    direct = make_policy("max_min_fairness_packed", aggregate=aggregate, method=method).allocate(problem)
-    pyomo = make_policy("max_min_fairness_packed", aggregate=aggregate, method=method, lp_backend="pyomo").allocate(
-        problem
-    )
-    assert direct.objective == pytest.approx(pyomo.objective, rel=1e-9, abs=1e-9)
-    np.testing.assert_allclose(direct.x, pyomo.x, atol=1e-9)
-    assert direct.pair_x.keys() == pyomo.pair_x.keys()
-    for pair, row in pyomo.pair_x.items():
-        np.testing.assert_allclose(direct.pair_x[pair], row, atol=1e-9)
-    assert direct.n_classes == pyomo.n_classes
+PACKED_POLICIES = [
+    ("max_min_fairness_packed", {}),
+    ("finish_time_fairness_packed", {}),
+]
 
 
-@settings(max_examples=60, deadline=None)
-@given(problems(), st.sampled_from(["finish_time_fairness", "finish_time_fairness_perf"]), st.booleans(), st.data())
-def test_ftf_direct_route_equals_pyomo(problem, name, aggregate, data):
-    # FTF bisects with warm-started dual simplex: same matrix, same order, same probes -> same point
-    assume((problem.throughput > 0).any(axis=1).all())  # a job that can run nowhere has no finish time
-    problem.time_since_start[:] = [data.draw(st.sampled_from([0.0, 50.0, 400.0])) for _ in problem.job_ids]
-    direct = make_policy(name, aggregate=aggregate)
-    pyomo = make_policy(name, aggregate=aggregate, lp_backend="pyomo")
-    for _ in range(2):  # the second call uses the history the first one kept
-        a, b = direct.allocate(problem), pyomo.allocate(problem)
-        assert a.objective == pytest.approx(b.objective, rel=1e-12)
-        np.testing.assert_allclose(a.x, b.x, atol=1e-9)
-        assert a.info["probes"] == b.info["probes"] and a.n_classes == b.n_classes
-        problem.remaining = problem.remaining * 0.5
+@settings(max_examples=40, deadline=None)
+@given(packed_problems(), st.sampled_from(PACKED_POLICIES), st.booleans())
+def test_packed_policy_lp_through_pyomo_reaches_the_same_objective(problem, policy, aggregate):
+    name, options = policy
+    assert_pyomo_agrees(make_policy(name, aggregate=aggregate, **options), problem)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import pyomo.environ as pyo
 import pytest
 from conftest import SPEC_T, SPEC_TYPES, make_problem
 
 from planner.errors import SolverError
 from planner.policies import POLICY_NAMES, make_policy
-from planner.policies.lp import AllocationLP
+from planner.policies.lp.highs import solve_matrix
+from planner.policies.lp.matrix import INF, LPBuilder, Rows
 
 # Policies that need no co-location rows (the packed ones are tested with pair tables).
 SOLO_POLICIES = [p for p in POLICY_NAMES if "packed" not in p and p != "gandiva"]
@@ -107,6 +107,7 @@ def test_aggregation_gives_the_same_optimum_as_per_job_model():
         problem = make_problem(tput, [8, 6, 10], scale=scale)
         grouped = make_policy(name, aggregate=True).allocate(problem)
         single = make_policy(name, aggregate=False).allocate(problem)
+        assert grouped.n_classes is not None and single.n_classes is not None
         assert grouped.n_classes < single.n_classes
         assert grouped.objective == pytest.approx(single.objective, rel=1e-6)
 
@@ -141,10 +142,12 @@ def test_fifo_keeps_running_jobs_where_they_are():
 
 
 def test_non_optimal_solve_is_an_error():
-    lp = AllocationLP(np.array([[1.0]]), np.array([1.0]), np.array([1.0]))
-    lp.model.extra.add(lp.model.x[0] >= 2.0)  # x is bounded by 1: infeasible
-    with pytest.raises(SolverError, match="not optimal"):
-        lp.solve(lp.model.x[0], sense=pyo.maximize, policy="test")
+    lp = LPBuilder()
+    x = lp.variables(1)  # in [0, 1]
+    lp.add(Rows.from_terms([[(int(x[0]), 1.0)]], [2.0], [INF]))  # x >= 2: infeasible
+    matrix, _ = lp.build(np.ones(1), maximize=True)
+    with pytest.raises(SolverError, match="test: HiGHS ended 'Infeasible', not optimal"):
+        solve_matrix(matrix, method="ipm", policy="test")
 
 
 def test_unknown_policy_names_the_choices():

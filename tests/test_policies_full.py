@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from planner.errors import InputError
 from planner.formats.table import JobType, ThroughputTable
 from planner.policies import make_policy
+from planner.policies.finish_time_fairness import FinishTimeFairness
 
 
 def spec_problem(capacity, **kw):
@@ -27,11 +28,13 @@ def test_ftf_perf_optimum_and_state():
     again = spec_problem([1, 2, 3], remaining=[200, 300])
     again.time_since_start[:] = 0
     x = policy.allocate(again).x
+    assert isinstance(policy, FinishTimeFairness)
     h0, _, _ = policy.history["j0"]
     assert h0 == pytest.approx(100 / 0.916667, rel=1e-4)
     # ECOS reference allocation for this call: job0 (0.517, 0.483), job1 (0.483, 0.517)
     assert x[0, :2] == pytest.approx([0.517, 0.483], abs=2e-3)
     fresh = make_policy("finish_time_fairness_perf")
+    assert isinstance(fresh, FinishTimeFairness)
     fresh.set_state(policy.get_state())
     assert fresh.history == policy.history
 
@@ -52,7 +55,7 @@ def test_makespan_exact_and_gavel_bisection():
     exact = make_policy("min_total_duration_perf").allocate(problem)
     assert exact.objective == pytest.approx(2000.0, rel=1e-6)
     compat = make_policy("min_total_duration_perf", gavel_compat=True).allocate(problem)
-    assert 2000.0 <= compat.objective < 2000.0 * 1.05
+    assert compat.objective is not None and 2000.0 <= compat.objective < 2000.0 * 1.05
 
 
 def test_agnostic_makespan_does_not_copy_v100():
@@ -148,9 +151,10 @@ def test_packed_las_spec_cases():
     free = packed_problem({"v100": (2, 3), "p100": (1, 2), "k80": (0.5, 1)})
     alloc = make_policy("max_min_fairness_packed").allocate(free)
     assert alloc.objective == pytest.approx(1.5, rel=1e-5)
-    assert sum(row.sum() for row in alloc.pair_x.values()) > 0.5
+    assert alloc.pair_x is not None and sum(row.sum() for row in alloc.pair_x.values()) > 0.5
     lossy = packed_problem({"v100": (1.2, 1.5), "p100": (0.6, 1.0), "k80": (0.3, 0.5)})
     alloc = make_policy("max_min_fairness_packed").allocate(lossy)
+    assert alloc.pair_x is not None
     assert sum(row.sum() for row in alloc.pair_x.values()) == pytest.approx(0, abs=1e-6)
     assert alloc.x[:, 2] + alloc.x[:, 1] == pytest.approx([1, 1], abs=1e-4)
 
@@ -174,7 +178,7 @@ def test_packed_capacity_and_time_hold():
         "gandiva",
     ):
         alloc = make_policy(name).allocate(problem)
-        pair_time = sum(alloc.pair_x.values()) if alloc.pair_x else np.zeros(3)
+        pair_time = sum(alloc.pair_x.values(), np.zeros(3)) if alloc.pair_x else np.zeros(3)
         per_job = alloc.x.sum(axis=1) + pair_time.sum()
         assert (per_job <= 1 + 1e-6).all(), name
         gpus = (problem.scale[:, None] * alloc.x).sum(axis=0) + pair_time
@@ -313,6 +317,7 @@ def test_packed_with_mixed_scale_factors():
     problem.job_types, problem.table = types, table
     alloc = make_policy("max_min_fairness_packed", aggregate=False).allocate(problem)
     scale = {jid: s for jid, s in zip(problem.job_ids, problem.scale)}
+    assert alloc.pair_x is not None
     for a, b in alloc.pair_x:
         assert scale[a] == scale[b]  # pairs only between equal scale factors
     per_job = alloc.x.sum(axis=1).copy()

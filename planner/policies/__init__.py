@@ -28,14 +28,10 @@ class PolicyOptions:
     allox_alpha: float = 1.0
     entity_weights: dict[str, float] | None = None
     entity_policies: dict[str, str] = field(default_factory=dict)
-    lp_backend: str = "highs"  # max-min fairness, FTF: "highs" (matrix straight to HiGHS) or "pyomo"
-
-
-LP_BACKENDS = ("highs", "pyomo")
 
 
 def _las(**fixed) -> Callable[[PolicyOptions], Policy]:
-    return lambda o: MaxMinFairness(method=o.method, aggregate=o.aggregate, backend=o.lp_backend, **fixed)
+    return lambda o: MaxMinFairness(method=o.method, aggregate=o.aggregate, **fixed)
 
 
 def _lp(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
@@ -48,9 +44,7 @@ def _compat(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
 
 def _ftf(**fixed) -> Callable[[PolicyOptions], Policy]:
     # bisection re-solves one model many times: dual simplex warm-starts, IPM cannot
-    return lambda o: FinishTimeFairness(
-        method="simplex", aggregate=o.aggregate, gavel_compat=o.gavel_compat, backend=o.lp_backend, **fixed
-    )
+    return lambda o: FinishTimeFairness(method="simplex", aggregate=o.aggregate, gavel_compat=o.gavel_compat, **fixed)
 
 
 def _water(**fixed) -> Callable[[PolicyOptions], Policy]:
@@ -179,10 +173,6 @@ def make_policy(name: str, options: PolicyOptions | None = None, **overrides) ->
     options = options or PolicyOptions()
     if overrides:
         options = PolicyOptions(**{**options.__dict__, **overrides})
-    if options.lp_backend not in LP_BACKENDS:
-        raise InputError(
-            f"unknown LP backend {options.lp_backend!r}; choose one of: {', '.join(LP_BACKENDS)}", field="lp_backend"
-        )
     return REGISTRY[name][0](options)
 
 

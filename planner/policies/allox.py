@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation, Status, empty_allocation
-from planner.policies.matrix_lp import INF, MatrixLP, solve_matrix
+from planner.policies.base import Allocation, Status
+from planner.policies.lp.highs import solve_matrix
+from planner.policies.lp.matrix import INF, MatrixLP
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
 
 
@@ -34,9 +36,8 @@ class AlloX:
     def set_state(self, state: dict) -> None:
         self.running = {k: int(v) for k, v in state.get("running", {}).items()}
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
         too_big = [jid for jid, s in zip(problem.job_ids, problem.scale) if s != 1]
         if too_big:
             raise InputError(

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.policies.base import Allocation, empty_allocation
+from planner.policies.base import Allocation
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
 
 
@@ -29,9 +30,8 @@ class Isolated:
     perf_aware: bool = False
     fifo: bool = False
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
         return Allocation(isolated_allocation(problem))
 
 
@@ -48,9 +48,8 @@ class Proportional:
     perf_aware: bool = False
     fifo: bool = False
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
         runnable = problem.throughput > 0
         x = np.where(runnable, problem.capacity[None, :] / problem.capacity.sum(), 0.0)
         need = (problem.scale[:, None] * x).sum(axis=0)

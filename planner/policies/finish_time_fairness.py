@@ -20,14 +20,14 @@ import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pyomo.environ as pyo
 
-from planner.policies.base import Allocation, Status, empty_allocation
+from planner.policies.base import Allocation, Status
 from planner.policies.closed_form import isolated_allocation
-from planner.policies.lp import Classes
-from planner.policies.matrix_lp import INF, allocation_rows, load_matrix, run_loaded
+from planner.policies.lp.highs import BoundProbe
+from planner.policies.lp.matrix import INF, MatrixLP
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
-from planner.policies.space import build_space, read_allocation, space_classes
+from planner.policies.space import Space, build_space
 
 RELATIVE_GAP = 1e-6
 
@@ -57,7 +57,6 @@ class FinishTimeFairness:
     gavel_compat: bool = False
     fifo: bool = False
     history: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # id -> (H, R, iso)
-    backend: str = "highs"  # "pyomo": the reference formulation, a persistent Pyomo model
 
     @property
     def name(self) -> str:
@@ -83,9 +82,9 @@ class FinishTimeFairness:
         self.history = fresh  # departed jobs drop out
         return held
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
+        started = time.perf_counter()
         seen_problem = policy_view(problem, self.perf_aware or self.packed, self.gavel_compat)
         seen = seen_problem.throughput
         x_iso = isolated_allocation(seen_problem)
@@ -97,109 +96,39 @@ class FinishTimeFairness:
         rho_iso = (since + remaining / iso) / c
         lo = float(np.max(since / c))
         hi = float(np.max(rho_iso))
-        if self.backend == "highs" and not self.packed:
-            classes = space_classes(
-                seen_problem, seen, problem.weight, remaining, since, held, aggregate=self.aggregate
-            )
-            if (seen[classes.representative] > 0).any(axis=1).all():  # else: Pyomo's handling of empty rows
-                return self._bisect_direct(problem, seen, classes, remaining, since, c, lo, hi, x_iso, rho_iso)
-        lp, classes = build_space(
+        space = build_space(
             seen_problem, seen, problem.weight, remaining, since, held, packed=self.packed, aggregate=self.aggregate
         )
-        rep = classes.representative
-        model = lp.model
+        rep = space.classes.representative
         scale = float(np.max(seen)) or 1.0  # keep rows of order one
-        model.need = pyo.Param(range(classes.n), mutable=True, initialize=0.0)
-        for k in range(len(rep)):
-            model.extra.add(lp.throughput_expr(k, 1.0 / scale) >= model.need[k])
-        lp.set_objective(0.0 * model.x[0] if len(lp.cells) else 0.0, sense=pyo.minimize)
-
-        def feasible(t: float):
-            for k, value in enumerate(needed_rates(t, rep, remaining, since, c, scale)):
-                model.need[k] = value
-            return lp.run(method=self.method, policy=self.name, allow_infeasible=True)
-
-        best, hi, total_s, probes = bisect(feasible, lo, hi)
-        if best is None:  # isolated is always feasible; only numerical trouble lands here
-            return Allocation(
-                x_iso, objective=float(np.max(rho_iso)), status=Status.FALLBACK_ISOLATED, info={"probes": probes}
-            )
-        x = best[0]
-        return read_allocation(lp, classes, problem, x, hi, total_s, self.method, probes=probes)
-
-    def _bisect_direct(
-        self,
-        problem: Problem,
-        seen: np.ndarray,
-        classes: Classes,
-        remaining: np.ndarray,
-        since: np.ndarray,
-        c: np.ndarray,
-        lo: float,
-        hi: float,
-        x_iso: np.ndarray,
-        rho_iso: np.ndarray,
-    ) -> Allocation:
-        """`allocate`'s bisection on the LP as a matrix (the Pyomo model's rows and columns, in its
-        order): one HiGHS model per call, each probe changes the need rows' lower bounds and
-        re-solves from the previous basis, as the persistent Pyomo model did."""
-        started = time.perf_counter()
-        rep = classes.representative
-        tput = seen[rep]
-        base = allocation_rows(tput, problem.scale[rep] * classes.multiplicity, problem.capacity)
-        scale = float(np.max(seen)) or 1.0  # keep rows of order one
-        k, n = len(rep), base.n_cols
-        # need rows: Σ_j T[c, j] / scale · x[c, j] >= need_c (lower bound), columns class by class
-        c_of, typ_of = base.cls[base.by_class], base.typ[base.by_class]
-        weights = tput[c_of, typ_of] * (1.0 / scale)
-        lp = base.with_rows(
-            base.by_class,
-            weights,
-            base.per_class,
-            np.zeros(k),
-            np.full(k, INF),
-            cost=np.zeros(n),
-            col_lower=np.zeros(n),
-            col_upper=np.ones(n),
-            maximize=False,
-        )
-        first_need_row = len(base.lengths)
-        need_rows = np.arange(first_need_row, first_need_row + k, dtype=np.int32)
+        lp, column, rows = need_rows_lp(space, 1.0 / scale)
         build_s = time.perf_counter() - started
-        solver = None
-        upper = np.full(k, INF)
+        probe = BoundProbe(lp, rows, method=self.method, policy=self.name)
 
-        def feasible(t: float):
-            nonlocal solver
-            need = np.array(needed_rates(t, rep, remaining, since, c, scale))
+        def feasible(t: float) -> tuple[np.ndarray, float, float] | None:
             begun = time.perf_counter()
-            if solver is None:
-                lp.row_lower[first_need_row:] = need
-                solver = load_matrix(lp, method=self.method, policy=self.name)
-            else:
-                solver.changeRowsBounds(k, need_rows, need, upper)
-            result = run_loaded(solver, policy=self.name, allow_infeasible=True)
-            if result is None:
-                return None
-            x = np.zeros(tput.shape)
-            x[base.cls, base.typ] = result[0]
-            return np.clip(x, 0.0, 1.0), result[1], time.perf_counter() - begun
+            result = probe.solve(np.array(needed_rates(t, rep, remaining, since, c, scale)))
+            return None if result is None else (result[0], result[1], time.perf_counter() - begun)
 
         best, hi, total_s, probes = bisect(feasible, lo, hi)
         if best is None:  # isolated is always feasible; only numerical trouble lands here
             return Allocation(
                 x_iso, objective=float(np.max(rho_iso)), status=Status.FALLBACK_ISOLATED, info={"probes": probes}
             )
-        return Allocation(
-            best[0][classes.index],
-            objective=hi,
-            status=Status.OPTIMAL,
-            solver=f"highs-{self.method}",
-            build_s=build_s,
-            solve_s=total_s,
-            n_classes=classes.n,
-            info={"probes": probes},
-        )
+        x, z = space.read(best[0], column, signed_zeros=not self.packed)
+        return space.allocation(problem, x, z, hi, method=self.method, build_s=build_s, solve_s=total_s, probes=probes)
+
+
+def need_rows_lp(space: Space, factor: float) -> tuple[MatrixLP, np.ndarray, np.ndarray]:
+    """A feasibility LP: factor · (throughput of c) >= need_c for every class, need_c set per
+    probe (`BoundProbe`), between the space's head and tail rows. Returns (LP, column of each
+    variable, the need rows)."""
+    lp = space.builder()
+    lp.add(space.head)
+    rows = lp.add(space.throughput_rows(np.full(space.classes.n, factor)).bounded(0.0, INF))
+    lp.add(space.tail)
+    matrix, column = lp.build(np.zeros(lp.n_vars), maximize=False)
+    return matrix, column, rows
 
 
 def needed_rates(

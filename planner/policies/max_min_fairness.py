@@ -14,14 +14,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import pyomo.environ as pyo
 
-from planner.policies.base import Allocation, Status, empty_allocation
-from planner.policies.lp import DEFAULT_METHOD, make_classes
-from planner.policies.matrix_lp import INF, MatrixLP, allocation_rows, solve_matrix
-from planner.policies.packing_matrix import allocate_packed_max_min
+from planner.policies.base import Allocation
+from planner.policies.lp.highs import DEFAULT_METHOD, solve_matrix
+from planner.policies.lp.matrix import INF, MatrixLP
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
-from planner.policies.space import build_space, read_allocation
+from planner.policies.space import Space, build_space
 
 
 def seen_throughput(problem: Problem, perf_aware: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -38,7 +37,6 @@ class MaxMinFairness:
     aggregate: bool = True
     method: str = DEFAULT_METHOD
     fifo: bool = False
-    backend: str = "highs"  # "pyomo": the reference formulation; same LP, ~10-30x slower per solve
 
     @property
     def name(self) -> str:
@@ -46,71 +44,27 @@ class MaxMinFairness:
             return "max_min_fairness_packed"
         return "max_min_fairness_perf" if self.perf_aware else "max_min_fairness"
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
+        started = time.perf_counter()
         seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
         factor = problem.scale / (problem.weight * prop)
-        if self.backend == "highs":
-            if self.packed:
-                return allocate_packed_max_min(
-                    problem, seen, factor, aggregate=self.aggregate, method=self.method, policy=self.name
-                )
-            return self._allocate_direct(problem, seen, factor)
-        lp, classes = build_space(problem, seen, problem.weight, packed=self.packed, aggregate=self.aggregate)
-        model = lp.model
-        model.t = pyo.Var()
-        for c, i in enumerate(classes.representative):
-            model.extra.add(model.t <= lp.throughput_expr(c, factor[i]))
-        x, objective, solve_s = lp.solve(model.t, method=self.method, policy=self.name)
-        return read_allocation(lp, classes, problem, x, objective, solve_s, self.method)
-
-    def _allocate_direct(self, problem: Problem, seen: np.ndarray, factor: np.ndarray) -> Allocation:
-        started = time.perf_counter()
-        classes = make_classes(seen, problem.scale, problem.weight, aggregate=self.aggregate)
-        rep = classes.representative
-        lp = max_min_matrix(seen[rep], problem.scale[rep] * classes.multiplicity, problem.capacity, factor[rep])
+        space = build_space(problem, seen, problem.weight, packed=self.packed, aggregate=self.aggregate)
+        lp, column = max_min_lp(space, factor[space.classes.representative])
         build_s = time.perf_counter() - started
         values, objective, solve_s = solve_matrix(lp, method=self.method, policy=self.name)
-        runnable = seen[rep] > 0
-        x = np.zeros(runnable.shape)
-        typ, cls = np.nonzero(runnable.T)  # the column order of max_min_matrix
-        x[cls, typ] = values[:-1]
-        return Allocation(
-            np.clip(x, 0.0, 1.0)[classes.index],
-            objective=objective,
-            status=Status.OPTIMAL,
-            solver=f"highs-{self.method}",
-            build_s=build_s,
-            solve_s=solve_s,
-            n_classes=classes.n,
-        )
+        x, z = space.read(values, column, signed_zeros=True)
+        return space.allocation(problem, x, z, objective, method=self.method, build_s=build_s, solve_s=solve_s)
 
 
-def max_min_matrix(throughput: np.ndarray, gpus: np.ndarray, capacity: np.ndarray, factor: np.ndarray) -> MatrixLP:
-    """The LP `allocate` builds in Pyomo, as a matrix, with rows and columns in the order
-    Pyomo hands them to HiGHS (so interior-point answers agree): columns x[c, j] for the
-    runnable cells by type, then class, then t; rows capacity (Σ_c gpus_c x[c, j] <= N_j,
-    types with a runnable cell), time (Σ_j x[c, j] <= 1, classes with one) and fairness
-    (t - Σ_j factor_c T[c, j] x[c, j] <= 0, every class). Built with whole-array numpy
-    operations: a simulation builds one per re-solve."""
-    base = allocation_rows(throughput, gpus, capacity)
-    t, k = base.n_cols, len(throughput)
-    by_class = base.by_class
-    c_of, typ_of = base.cls[by_class], base.typ[by_class]
-    first = np.concatenate(([0], np.cumsum(base.per_class)[:-1]))  # where each class's run starts
-    fair_index = np.insert(by_class, first, t)
-    fair_value = np.insert(-factor[c_of] * throughput[c_of, typ_of], first, 1.0)
-    cost = np.zeros(t + 1)
+def max_min_lp(space: Space, factor: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
+    """maximise t over the space with a fairness row per class,
+    t - factor_c · (throughput of c) <= 0, between the space's head and tail rows."""
+    lp = space.builder()
+    t = int(lp.variables(1, -INF, INF)[0])
+    lp.add(space.head)
+    lp.add(space.throughput_rows(factor).scaled(-1.0).led_by(t, 1.0).bounded(-INF, 0.0))
+    lp.add(space.tail)
+    cost = np.zeros(lp.n_vars)
     cost[t] = 1.0
-    return base.with_rows(
-        fair_index,
-        fair_value,
-        base.per_class + 1,
-        np.full(k, -INF),
-        np.zeros(k),
-        cost=cost,
-        col_lower=np.append(np.zeros(t), -INF),
-        col_upper=np.append(np.ones(t), INF),
-        maximize=True,
-    )
+    return lp.build(cost, maximize=True)

@@ -16,8 +16,9 @@ import numpy as np
 from planner.errors import InputError
 from planner.policies.base import Allocation, Status, empty_allocation
 from planner.policies.lp import DEFAULT_METHOD
+from planner.policies.lp.pyomo_model import build_pyomo_space as build_space
+from planner.policies.lp.pyomo_model import read_pyomo_allocation as read_allocation
 from planner.policies.problem import Problem
-from planner.policies.space import build_space, read_allocation
 
 
 @dataclass

@@ -20,13 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
-import pyomo.environ as pyo
-from pyomo.common.gc_manager import PauseGC
 
 from planner.formats.table import JobType, ThroughputTable
-from planner.policies.lp import AllocationLP
+from planner.policies.lp.matrix import INF, Rows
 
 Cell = tuple[int, int, int]  # (row c, worker type j, partner kind p): p indexes PairCells.kinds
+Terms = list[tuple[int, float]]
 
 
 @dataclass
@@ -71,7 +70,7 @@ def pair_cells(
     return PairCells(cells, coef, kinds, kind_of)
 
 
-def group_pair_cells(pairs: PairCells):
+def group_pair_cells(pairs: PairCells) -> tuple[dict[int, list[int]], dict[tuple[int, int, int], list[int]]]:
     """(cells of each row, cells of each (type j, own kind, partner kind)), in cell order."""
     by_row: dict[int, list[int]] = defaultdict(list)
     by_type: dict[tuple[int, int, int], list[int]] = defaultdict(list)
@@ -82,88 +81,114 @@ def group_pair_cells(pairs: PairCells):
     return by_row, by_type
 
 
-class PackedLP(AllocationLP):
-    def __init__(
-        self,
-        throughput: np.ndarray,
-        scale: np.ndarray,
-        capacity: np.ndarray,
-        multiplicity: np.ndarray,
-        job_types: list[JobType],
-        worker_types: list[str],
-        table: ThroughputTable,
-    ):
-        self._packing = (job_types, worker_types, table)
-        super().__init__(throughput, scale, capacity, multiplicity)
+@dataclass
+class PackedRows:
+    """The rows a packed LP shares between policies, around the policy's own rows."""
 
-    def _build_extra(self, model, throughput, scale, capacity, mult) -> None:
-        job_types, worker_types, table = self._packing
-        k, m = self.k, self.m
-        pairs = pair_cells(throughput, mult, job_types, worker_types, table)
-        cells = pairs.cells
-        self.pairs, self.pair_cells, self.pair_coef = pairs, cells, np.array(pairs.coef)
-        self.mult = mult
-        model.paired = pyo.Var(range(len(cells)), bounds=(0.0, 1.0))
-        by_row, by_type = group_pair_cells(pairs)
-        self.pairs_of_row = by_row
-        model.packing = pyo.ConstraintList()
-        with PauseGC():
-            # time and capacity rows extended with the pair variables
-            for c in range(k):
-                if by_row[c]:
-                    own = [model.x[self.cell_of[(c, j)]] for j in range(m) if self.runnable[c, j]]
-                    model.packing.add(pyo.quicksum(own + [model.paired[n] for n in by_row[c]]) <= 1.0)
-                    model.time[self.time_row[c]].deactivate()
-            for j in range(m):
-                pair_terms = [
-                    0.5 * float(mult[c] * scale[c]) * model.paired[n] for n, (c, jj, _) in enumerate(cells) if jj == j
-                ]
-                if pair_terms:
-                    solo = [
-                        float(mult[c] * scale[c]) * model.x[self.cell_of[(c, j)]]
-                        for c in range(k)
-                        if self.runnable[c, j]
-                    ]
-                    model.packing.add(pyo.quicksum(solo + pair_terms) <= float(capacity[j]))
-                    model.capacity[self.capacity_row[j]].deactivate()
-            done = set()
-            for (j, a, b), cells_ab in by_type.items():
-                if a == b:
-                    total = [float(mult[cells[n][0]]) * model.paired[n] for n in cells_ab]
-                    for n in cells_ab:
-                        # this row's pairing time <= that of the other jobs of its type
-                        model.packing.add((1.0 + mult[cells[n][0]]) * model.paired[n] - pyo.quicksum(total) <= 0.0)
-                    continue
-                if (j, b, a) in done:
-                    continue
-                done.add((j, a, b))
-                mirror = by_type.get((j, b, a), [])
-                lhs = [float(mult[cells[n][0]]) * model.paired[n] for n in cells_ab]
-                rhs = [-float(mult[cells[n][0]]) * model.paired[n] for n in mirror]
-                model.packing.add(pyo.quicksum(lhs + rhs) == 0.0)
-            for (j, a, b), cells_ab in by_type.items():
-                if a != b and (j, b, a) not in by_type:
-                    for n in cells_ab:  # partner type has no way back: no pairing
-                        model.paired[n].fix(0.0)
+    head: Rows  # capacity rows of types without pairs, time rows of rows without pairs
+    tail: Rows  # time and capacity rows with pair terms, then the consistency rows
+    fixed: np.ndarray  # (cells,) pair cells held at 0: their partner type has no way back
+    by_row: dict[int, list[int]]
 
-    def throughput_expr(
-        self, c: int, factor: float = 1.0, per_type: np.ndarray | None = None, per_type_shared: np.ndarray | None = None
-    ):
-        solo = np.ones(self.m) if per_type is None else per_type
-        shared = solo if per_type_shared is None else per_type_shared
-        terms = [
-            float(self.throughput[c, j] * factor * solo[j]) * self.model.x[self.cell_of[(c, j)]]
-            for j in range(self.m)
-            if self.runnable[c, j]
-        ]
-        terms += [
-            float(self.pair_coef[n] * factor * shared[self.pair_cells[n][1]]) * self.model.paired[n]
-            for n in self.pairs_of_row.get(c, [])
-        ]
-        return pyo.quicksum(terms) if terms else 0.0
 
-    def pair_values(self) -> np.ndarray:
-        return np.array([self.model.paired[n].value or 0.0 for n in range(len(self.pair_cells))])
+def packed_rows(
+    throughput: np.ndarray,
+    gpus: np.ndarray,
+    capacity: np.ndarray,
+    mult: np.ndarray,
+    pairs: PairCells,
+    x_ids: np.ndarray,
+    z0: int,
+) -> PackedRows:
+    """Rows over x[c, j] = variable x_ids[c, j] and z[n] = variable z0 + n. `gpus[c]`: GPUs
+    row c holds per unit of x (class size times scale factor)."""
+    by_row, by_type = group_pair_cells(pairs)
+    # Python lists: cheaper per element than numpy scalars, same float arithmetic.
+    runnable, gpus_, x_id = (throughput > 0).tolist(), gpus.tolist(), x_ids.tolist()
+    k, m = throughput.shape
+    paired_types = {j for _, j, _ in pairs.cells}
+    head: list[Terms] = []
+    head_upper: list[float] = []
+    for j in range(m):
+        terms = [(x_id[c][j], float(gpus_[c])) for c in range(k) if runnable[c][j]]
+        if terms and j not in paired_types:
+            head.append(terms)
+            head_upper.append(float(capacity[j]))
+    for c in range(k):
+        terms = [(x_id[c][j], 1.0) for j in range(m) if runnable[c][j]]
+        if terms and not by_row.get(c):
+            head.append(terms)
+            head_upper.append(1.0)
+    tail, lower, upper = _sharing_rows(runnable, gpus_, capacity, pairs, by_row, x_id, z0)
+    for terms, low, up in zip(*_kind_rows(pairs, mult.tolist(), by_type, z0)):
+        tail.append(terms)
+        lower.append(low)
+        upper.append(up)
+    fixed = np.zeros(len(pairs.cells), dtype=bool)
+    for (j, a, b), cells_ab in by_type.items():
+        if a != b and (j, b, a) not in by_type:
+            fixed[cells_ab] = True
+    return PackedRows(
+        Rows.from_terms(head, [-INF] * len(head), head_upper), Rows.from_terms(tail, lower, upper), fixed, by_row
+    )
+
+
+def _sharing_rows(
+    runnable: list[list[bool]],
+    gpus: list[float],
+    capacity: np.ndarray,
+    pairs: PairCells,
+    by_row: dict[int, list[int]],
+    x_id: list[list[int]],
+    z0: int,
+) -> tuple[list[Terms], list[float], list[float]]:
+    """Time rows of rows with pair cells, then capacity rows of types with pair cells."""
+    k, m = len(runnable), len(capacity)
+    rows: list[Terms] = []
+    for c in range(k):
+        if by_row.get(c):
+            own = [(x_id[c][j], 1.0) for j in range(m) if runnable[c][j]]
+            rows.append(own + [(z0 + n, 1.0) for n in by_row[c]])
+    upper = [1.0] * len(rows)
+    pair_terms_of_type: dict[int, Terms] = {}
+    for n, (c, j, _) in enumerate(pairs.cells):
+        pair_terms_of_type.setdefault(j, []).append((z0 + n, 0.5 * float(gpus[c])))
+    for j in range(m):
+        pair_terms = pair_terms_of_type.get(j)
+        if pair_terms:
+            solo = [(x_id[c][j], float(gpus[c])) for c in range(k) if runnable[c][j]]
+            rows.append(solo + pair_terms)
+            upper.append(float(capacity[j]))
+    return rows, [-INF] * len(rows), upper
+
+
+def _kind_rows(
+    pairs: PairCells, mult: list[float], by_type: dict[tuple[int, int, int], list[int]], z0: int
+) -> tuple[list[Terms], list[float], list[float]]:
+    """Same-type rows (a row pairs with the other jobs of its type, not itself) and
+    consistency rows (type A's time next to B equals B's next to A), by (type, kind, kind)."""
+    cells = pairs.cells
+    rows: list[Terms] = []
+    lower: list[float] = []
+    upper: list[float] = []
+    done = set()
+    for (j, a, b), cells_ab in by_type.items():
+        if a == b:
+            total = [(z0 + n, -float(mult[cells[n][0]])) for n in cells_ab]
+            for n in cells_ab:
+                rows.append([(z0 + n, 1.0 + mult[cells[n][0]])] + total)
+                lower.append(-INF)
+                upper.append(0.0)
+            continue
+        if (j, b, a) in done:
+            continue
+        done.add((j, a, b))
+        lhs = [(z0 + n, float(mult[cells[n][0]])) for n in cells_ab]
+        rhs = [(z0 + n, -float(mult[cells[n][0]])) for n in by_type.get((j, b, a), [])]
+        rows.append(lhs + rhs)
+        lower.append(0.0)
+        upper.append(0.0)
+    return rows, lower, upper
 
 
 def pair_allocation(
@@ -171,42 +196,67 @@ def pair_allocation(
 ) -> dict[tuple[str, str], np.ndarray]:
     """Job-pair time fractions from the type-level z (one per cell of `pairs`, m worker
     types): {(id_a, id_b): row over types}."""
-    kinds, kind_of = pairs.kinds, pairs.kind_of
+    groups = _jobs_by_cell_kind(pairs, z, class_index, threshold)
+    shares: dict[tuple[str, str], list[float]] = {}
+    for (j, a, b), own in groups.items():
+        if a == b:
+            _pair_within_kind(shares, own, j, job_ids, m)
+        elif _handles_kind_pair(pairs.kinds[a], pairs.kinds[b]):
+            _pair_across_kinds(shares, own, groups.get((j, b, a), []), j, job_ids, m)
+    return {key: np.array(row, dtype=float) for key, row in shares.items()}
+
+
+def _jobs_by_cell_kind(
+    pairs: PairCells, z: np.ndarray, class_index: np.ndarray, threshold: float
+) -> dict[tuple[int, int, int], list[tuple[int, float]]]:
+    """Per (type j, own kind A, partner kind B): [(job index, z)] of the jobs sharing there."""
     members = defaultdict(list)  # class -> job indices
     for i, c in enumerate(class_index):
         members[int(c)].append(i)
-    # per (type j, own kind A, partner kind B): [(job index, z)]
     groups = defaultdict(list)
     for n, (c, j, partner) in enumerate(pairs.cells):
         if z[n] > threshold:
             for i in members[c]:
-                groups[(j, kind_of[c], partner)].append((i, z[n]))
-    pairs: dict[tuple[str, str], list[float]] = {}
-    for (j, a, b), own in groups.items():
-        if a == b:
-            total = sum(v for _, v in own)
-            # x_ab = z_a z_b / total, rescaled so each job's pairs add up to its z
-            for p, (ia, za) in enumerate(own):
-                for ib, zb in own[p + 1 :]:
-                    value = za * zb / (total - (za + zb) / 2) if total > (za + zb) / 2 else 0.0
-                    _add(pairs, job_ids[ia], job_ids[ib], j, value, m)
-            continue
-        ka, kb = kinds[a], kinds[b]
-        if ka.sort_key() > kb.sort_key() or (ka.sort_key() == kb.sort_key() and ka.label > kb.label):
-            continue  # handle each unordered type pair once
-        other = groups.get((j, b, a), [])
-        total = sum(v for _, v in own)
-        if total <= 0:
-            continue
-        for ia, za in own:
-            for ib, zb in other:
-                _add(pairs, job_ids[ia], job_ids[ib], j, za * zb / total, m)
-    return {key: np.array(row, dtype=float) for key, row in pairs.items()}
+                groups[(j, pairs.kind_of[c], partner)].append((i, z[n]))
+    return groups
 
 
-def _add(pairs: dict[tuple[str, str], list[float]], a: str, b: str, j: int, value: float, m: int) -> None:
+def _handles_kind_pair(ka: JobType, kb: JobType) -> bool:
+    """Each unordered pair of kinds is split once, from its smaller kind."""
+    return not (ka.sort_key() > kb.sort_key() or (ka.sort_key() == kb.sort_key() and ka.label > kb.label))
+
+
+def _pair_within_kind(
+    shares: dict[tuple[str, str], list[float]], own: list[tuple[int, float]], j: int, job_ids: list[str], m: int
+) -> None:
+    """x_ab = z_a z_b / total, rescaled so each job's pairs add up to its z."""
+    total = sum(v for _, v in own)
+    for p, (ia, za) in enumerate(own):
+        for ib, zb in own[p + 1 :]:
+            value = za * zb / (total - (za + zb) / 2) if total > (za + zb) / 2 else 0.0
+            _add(shares, job_ids[ia], job_ids[ib], j, value, m)
+
+
+def _pair_across_kinds(
+    shares: dict[tuple[str, str], list[float]],
+    own: list[tuple[int, float]],
+    other: list[tuple[int, float]],
+    j: int,
+    job_ids: list[str],
+    m: int,
+) -> None:
+    """x_ab = z_a z_b / Σ z_a over the jobs of a's kind."""
+    total = sum(v for _, v in own)
+    if total <= 0:
+        return
+    for ia, za in own:
+        for ib, zb in other:
+            _add(shares, job_ids[ia], job_ids[ib], j, za * zb / total, m)
+
+
+def _add(shares: dict[tuple[str, str], list[float]], a: str, b: str, j: int, value: float, m: int) -> None:
     key = (a, b) if a < b else (b, a)
-    row = pairs.get(key)
+    row = shares.get(key)
     if row is None:
-        row = pairs[key] = [0.0] * m
+        row = shares[key] = [0.0] * m
     row[j] += value

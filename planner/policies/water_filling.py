@@ -26,9 +26,10 @@ import pyomo.environ as pyo
 
 from planner.errors import InputError, SolverError
 from planner.policies.base import Allocation, empty_allocation
+from planner.policies.lp.pyomo_model import build_pyomo_space as build_space
+from planner.policies.lp.pyomo_model import read_pyomo_allocation as read_allocation
 from planner.policies.max_min_fairness import seen_throughput
 from planner.policies.problem import Problem
-from planner.policies.space import build_space, read_allocation
 
 SIGMA = 1.0001
 MAX_ITERATIONS = 200

@@ -1,0 +1,153 @@
+"""HiGHS as the solver of every `MatrixLP`: options, loading, solving, duals, status.
+
+The simulator re-solves small LPs (tens of rows) hundreds of times per trace:
+HiGHS itself needs ~1 ms for one, so everything around the solve is kept thin.
+Anything but an optimal end is a `SolverError` naming the policy, never a
+partial allocation.
+"""
+
+from __future__ import annotations
+
+import time
+
+import highspy
+import numpy as np
+from pyomo.common.tee import capture_output
+
+from planner.errors import SolverError
+from planner.policies.lp.matrix import MatrixLP
+
+# HiGHS interior point without crossover returns a point in the middle of the
+# optimal face (like Gavel's ECOS) instead of a vertex; it is also the fastest
+# method on these LPs (see README, "Solver choice").
+DEFAULT_METHOD = "ipm"
+LP_METHODS = ("ipm", "simplex")  # what users choose between
+METHODS = LP_METHODS + ("mip", "mip-no-presolve")  # the mip ones: HiGHS branch and bound, internal
+
+
+def highs_options(method: str) -> dict[str, str | float | bool]:
+    """HiGHS options for `method`."""
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+    options: dict[str, str | float | bool] = {
+        "solver": method,
+        "primal_feasibility_tolerance": 1e-9,
+        "dual_feasibility_tolerance": 1e-9,
+        "mip_rel_gap": 1e-9,
+    }
+    if method == "ipm":
+        options.update(run_crossover="off", ipm_optimality_tolerance=1e-9)
+    if method.startswith("mip"):
+        # HiGHS 1.16's MIP presolve wrongly reported a few feasible water-filling MILPs
+        # infeasible; callers retry those with "mip-no-presolve".
+        options = {}  # the objective counts jobs: the default gap (1e-4) cannot lose one
+        if method == "mip-no-presolve":
+            options["presolve"] = "off"
+    options["output_flag"] = False  # no per-solve log callbacks: about half the time of a small solve
+    return options
+
+
+_SOLVERS: dict[tuple, highspy.Highs] = {}
+
+
+def _solver(options: dict) -> highspy.Highs:
+    """One HiGHS object per option set and process: passModel replaces the model and its
+    solver state, so reuse changes no answer, and saves creating one per solve."""
+    key = tuple(sorted(options.items()))
+    if key not in _SOLVERS:
+        with capture_output(capture_fd=True):  # HiGHS prints a banner when the first one is made
+            solver = highspy.Highs()
+        for name, value in options.items():
+            solver.setOptionValue(name, value)
+        _SOLVERS[key] = solver
+    return _SOLVERS[key]
+
+
+def highs_model(lp: MatrixLP) -> highspy.HighsLp:
+    """`lp` as HiGHS's own model record."""
+    model = highspy.HighsLp()
+    model.num_col_, model.num_row_ = lp.n_cols, lp.n_rows
+    model.col_cost_, model.col_lower_, model.col_upper_ = lp.cost, lp.lower, lp.upper
+    model.row_lower_, model.row_upper_ = lp.row_lower, lp.row_upper
+    model.sense_ = highspy.ObjSense.kMaximize if lp.maximize else highspy.ObjSense.kMinimize
+    model.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    model.a_matrix_.num_col_, model.a_matrix_.num_row_ = model.num_col_, model.num_row_
+    model.a_matrix_.start_, model.a_matrix_.index_, model.a_matrix_.value_ = (lp.row_start, lp.row_index, lp.row_value)
+    if lp.integer is not None:
+        kinds = (highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger)
+        model.integrality_ = [kinds[flag] for flag in lp.integer.tolist()]
+    return model
+
+
+def load_matrix(lp: MatrixLP, *, method: str, policy: str, options: dict | None = None) -> highspy.Highs:
+    """Hand `lp` to this process's HiGHS for `method` (or `options`), replacing its model and
+    state; returns it for `run_loaded` (re-solves after `changeRowsBounds` warm-start from the
+    last basis)."""
+    solver = _solver(highs_options(method) if options is None else {**options, "output_flag": False})
+    try:
+        status = solver.passModel(highs_model(lp))
+    except Exception as exc:  # a malformed matrix: report, never return a partial allocation
+        raise SolverError(f"{policy}: HiGHS refused the model: {exc}") from None
+    if status == highspy.HighsStatus.kError:  # e.g. an entry outside the columns
+        raise SolverError(f"{policy}: HiGHS refused the model (its checks failed)")
+    return solver
+
+
+def run_loaded(
+    solver: highspy.Highs, *, policy: str, allow_infeasible: bool = False
+) -> tuple[np.ndarray, float] | None:
+    """Solve the loaded model: (values, objective), or None when infeasible and
+    `allow_infeasible`; any other end but optimal raises SolverError."""
+    try:
+        solver.run()
+    except Exception as exc:  # solver crashed: report, never return a partial allocation
+        raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
+    status = solver.getModelStatus()
+    if allow_infeasible and status in (
+        highspy.HighsModelStatus.kInfeasible,
+        highspy.HighsModelStatus.kUnboundedOrInfeasible,
+    ):
+        return None
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(
+            f"{policy}: HiGHS ended '{solver.modelStatusToString(status)}', not optimal; no allocation was produced"
+        )
+    return np.asarray(solver.getSolution().col_value, dtype=float), float(solver.getInfo().objective_function_value)
+
+
+def row_duals(solver: highspy.Highs, rows: np.ndarray) -> np.ndarray:
+    """|dual value| of these rows in the last solve."""
+    return np.abs(np.asarray(solver.getSolution().row_dual, dtype=float)[rows])
+
+
+def solve_matrix(
+    lp: MatrixLP, *, method: str, policy: str, options: dict | None = None
+) -> tuple[np.ndarray, float, float]:
+    """Solve with `highs_options(method)` (or `options`, where a policy sets its own):
+    (values, objective, seconds). Anything but an optimal end raises SolverError."""
+    started = time.perf_counter()
+    solver = load_matrix(lp, method=method, policy=policy, options=options)
+    result = run_loaded(solver, policy=policy)
+    assert result is not None  # only allow_infeasible returns None
+    values, objective = result
+    return values, objective, time.perf_counter() - started
+
+
+class BoundProbe:
+    """An LP loaded once whose `rows` get new lower bounds before each solve (bisection over
+    a horizon or a finish-time ratio): every re-solve warm-starts from the previous basis."""
+
+    def __init__(self, lp: MatrixLP, rows: np.ndarray, *, method: str, policy: str):
+        self.lp, self.rows, self.method, self.policy = lp, rows.astype(np.int32), method, policy
+        self._solver: highspy.Highs | None = None
+        self._upper = lp.row_upper[rows].copy()
+
+    def solve(self, lower: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """(values, objective) with `lower` as the rows' lower bounds, None if infeasible."""
+        if self._solver is None:
+            self.lp.row_lower[self.rows] = lower
+            self._solver = load_matrix(self.lp, method=self.method, policy=self.policy)
+        else:
+            # (highspy 1.16's type stubs omit changeRowsBounds; the binding has it)
+            self._solver.changeRowsBounds(len(self.rows), self.rows, lower, self._upper)  # type: ignore[attr-defined]
+        return run_loaded(self._solver, policy=self.policy, allow_infeasible=True)
