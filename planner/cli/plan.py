@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -46,7 +47,18 @@ def plan(
     out_path: Path = typer.Option(Path("schedule.json"), "--out", "-o", help="Schedule JSON to write."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the flat per-GPU CSV view."),
     rounds: Optional[int] = typer.Option(
-        None, "--rounds", "-k", min=1, help="Write only the first K rounds (default: until all jobs finish)."
+        None,
+        "--rounds",
+        "-k",
+        min=1,
+        help="Plan only the first K rounds; unfinished jobs' finish times are estimated from their "
+        "allocation (default: plan until every job finishes).",
+    ),
+    horizon: Optional[str] = typer.Option(
+        None, "--horizon", help="Plan this far ahead instead of --rounds: e.g. 2h, 90min, 3600s."
+    ),
+    until_done: bool = typer.Option(
+        False, "--until-done", help="With --rounds/--horizon: still simulate to the end, for exact finish times."
     ),
     round_s: Optional[float] = typer.Option(
         None, "--round-length", min=1.0, help="Round length tau in seconds (default 360)."
@@ -80,8 +92,14 @@ def plan(
     Example: rota plan --table data/throughputs.csv --jobs data/jobs.csv
     --cluster data/cluster.yaml --policy max_min_fairness_perf --out schedule.json --csv schedule.csv
 
+    The next two hours only, finish times estimated: rota plan ... --horizon 2h
+
     Next round only, from a saved state: rota plan --state state.json --progress progress.json --rounds 1
     """
+    if state is not None and (horizon is not None or until_done):
+        raise InputError(
+            "--horizon and --until-done apply to batch plans; next-round mode takes --rounds", field="--state"
+        )
     if state is not None:
         return plan_next_round_command(
             state=state,
@@ -105,9 +123,14 @@ def plan(
         option = "--table" if table is None else "--jobs" if jobs is None else "--cluster"
         raise InputError("is required (or use --state for next-round mode)", field=option)
     check_method(method or DEFAULT_METHOD)
+    round_length = DEFAULT_ROUND_S if round_s is None else round_s
+    if horizon is not None:
+        if rounds is not None:
+            raise InputError("give --rounds or --horizon, not both", field="--horizon")
+        rounds = max(1, math.ceil(parse_duration(horizon, "--horizon") / round_length))
     options = PlanOptions(
         policy=policy or PlanOptions.policy,
-        round_s=DEFAULT_ROUND_S if round_s is None else round_s,
+        round_s=round_length,
         method=method or DEFAULT_METHOD,
         aggregate=not no_aggregate,
         seed=seed,
@@ -115,6 +138,7 @@ def plan(
         entity_weights=_parse_mapping(entity_weights, "--entity-weights", float) if entity_weights else None,
         entity_policies=_parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {},
         rounds=rounds,
+        until_done=until_done,
     )
     with Progress(
         TextColumn("planning"),
@@ -186,6 +210,32 @@ def _parse_mapping(text: str, option: str, kind):
     return result
 
 
+SUMMARY_JOBS = 20  # the summary lists at most this many jobs; the file and --json have all
+
+
+def _finish_key(info: dict) -> float:
+    return math.inf if info["expected_finish_s"] is None else info["expected_finish_s"]
+
+
+def _any_estimated(jobs: dict) -> bool:
+    return any(info.get("finish_estimated") for info in jobs.values())
+
+
+def parse_duration(text: str, option: str) -> float:
+    """'2h', '90min', '45m', '3600s' or a bare number of seconds -> seconds."""
+    units = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "": 1.0}
+    raw = text.strip().lower()
+    number = raw.rstrip("hmins")
+    unit = raw[len(number) :]
+    try:
+        value = float(number) * units[unit]
+    except (KeyError, ValueError):
+        raise InputError(f"expected a duration like 2h, 90min or 3600s, got {text!r}", field=option) from None
+    if not (value > 0 and math.isfinite(value)):
+        raise InputError(f"must be a positive duration, got {text!r}", field=option)
+    return value
+
+
 def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None:
     solver = schedule["solver"]
     out.print(
@@ -195,14 +245,19 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
         + (f", {solver['n_classes']} job classes" if solver["n_classes"] else "")
         + f", re-solved {len(solver['resolves'])}x"
     )
-    jobs_grid = Table(title="jobs")
+    jobs = schedule["jobs"]
+    shown = sorted(jobs, key=lambda jid: _finish_key(jobs[jid]), reverse=True)[:SUMMARY_JOBS]
+    title = "jobs" if len(shown) == len(jobs) else f"the {len(shown)} jobs finishing last, of {len(jobs)}"
+    jobs_grid = Table(title=title, caption="~ estimated from the job's allocation" if _any_estimated(jobs) else None)
     for column in ("job", "job type", "GPUs", "steps", "expected finish"):
         jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")
-    for jid, o in result.outcomes.items():
-        finish = "-" if o.finish_s is None else duration(o.finish_s)
-        jt = o.job.job_type
-        label = jt.model if jt.batch_size is None else f"{jt.model} bs{jt.batch_size}"
-        jobs_grid.add_row(jid, label, str(o.job.scale_factor), f"{o.job.total_steps:,.0f}", finish)
+    for jid in sorted(shown, key=list(jobs).index):  # in job-list order
+        info = jobs[jid]
+        finish = "-" if info["expected_finish_s"] is None else duration(info["expected_finish_s"])
+        if info.get("finish_estimated"):
+            finish = "~" + finish
+        label = info["model"] if info["batch_size"] is None else f"{info['model']} bs{info['batch_size']}"
+        jobs_grid.add_row(jid, label, str(info["scale_factor"]), f"{info['total_steps']:,.0f}", finish)
     out.print(jobs_grid)
     util = Table(title="worker types")
     for column in ("worker type", "GPUs", "utilisation"):
@@ -214,7 +269,9 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
         out.print(f"note: {estimated} of the throughputs used are estimated, not measured")
     wrote = f"wrote {out_path} ({len(schedule['rounds'])} of {schedule['rounds_total']} rounds"
     out.print(
-        wrote + (f"; per-GPU view {csv_path})" if csv_path else ")") + f"; makespan {duration(result.makespan_s)}"
+        wrote
+        + (f"; per-GPU view {csv_path})" if csv_path else ")")
+        + f"; makespan {'~' if _any_estimated(jobs) else ''}{duration(schedule['makespan_s'])}"
     )
 
 

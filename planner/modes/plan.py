@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,11 +18,11 @@ from planner.formats.cluster import Cluster, read_cluster, require_table_rows
 from planner.formats.files import file_digest
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.schedule import SCHEDULE_FORMAT
-from planner.formats.table import JobType, ThroughputTable, read_table
+from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
 from planner.modes.metrics import utilisation as utilisation_since_start
 from planner.policies import make_policy
 from planner.policies.lp import DEFAULT_METHOD
-from planner.rounds.engine import DEFAULT_ROUND_S, EngineConfig, EngineResult, RoundRecord, run_engine
+from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, RoundRecord
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class PlanOptions:
     gavel_compat: bool = False
     entity_weights: dict[str, float] | None = None
     entity_policies: dict[str, str] = field(default_factory=dict)
-    rounds: int | None = None  # rounds written to the schedule (all if None)
+    rounds: int | None = None  # rounds planned and written (all, until every job finishes, if None)
+    until_done: bool = False  # with `rounds`: still simulate to the end, for exact finish times
 
     def recorded(self) -> dict[str, Any]:
         """The options as the schedule file records them."""
@@ -58,6 +59,7 @@ class PlanOutcome:
     result: EngineResult
     jobs: list[Job]
     estimated_used: int  # estimated table rows the plan could have read
+    finish_estimated: set[str] = field(default_factory=set)  # jobs whose finish comes from their rate
 
 
 def plan_batch(
@@ -81,8 +83,13 @@ def plan_batch(
         entity_weights=options.entity_weights,
         entity_policies=options.entity_policies,
     )
+    only_asked = options.rounds is not None and not options.until_done
     config = EngineConfig(round_s=options.round_s)
-    result = run_engine(jobs, table, cluster, policy, config, on_round=on_round)
+    if only_asked and options.rounds is not None:
+        config = replace(config, max_rounds=options.rounds)
+    engine = Engine(table, cluster, policy, config, jobs)
+    result = engine.run(on_round)
+    estimates = estimate_finishes(engine) if only_asked else {}
     schedule = build_schedule(
         result,
         inputs={"table": table_path, "jobs": jobs_path, "cluster": cluster_path},
@@ -90,8 +97,35 @@ def plan_batch(
         options=options.recorded(),
         config=config,
         rounds=options.rounds,
+        estimated_finish=estimates,
     )
-    return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster))
+    return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster), set(estimates))
+
+
+def estimate_finishes(engine: Engine) -> dict[str, float]:
+    """Expected finish of each job still running when the planned rounds end: its remaining steps at
+    the rate its last allocation gives it (time fractions x throughputs, co-located pairs included).
+    Jobs the allocation gives nothing, and jobs not yet arrived, get no estimate."""
+    solve = engine.last_solve
+    if solve is None or engine.t is None:
+        return {}
+    rate = dict.fromkeys(engine.active, 0.0)
+    x = solve.allocation.x
+    for i, jid in enumerate(solve.job_ids):
+        if jid in rate:
+            rate[jid] += sum(float(x[i, j]) * engine.rate((jid,), j)[0] for j in range(x.shape[1]) if x[i, j] > 0)
+    for pair, row in (solve.allocation.pair_x or {}).items():
+        if all(jid in rate for jid in pair):
+            for j, share in enumerate(row):
+                if share > 0:
+                    for jid, r in zip(pair, engine.rate(pair, j)):
+                        rate[jid] += float(share) * r
+    out = {}
+    for jid, r in rate.items():
+        outcome = engine.outcomes[jid]
+        if r > 0 and outcome.finish_s is None:
+            out[jid] = engine.t + (outcome.job.total_steps - outcome.steps_done) / r
+    return out
 
 
 def estimated_rows_used(table: ThroughputTable, jobs: list[Job], cluster: Cluster) -> int:
@@ -99,14 +133,14 @@ def estimated_rows_used(table: ThroughputTable, jobs: list[Job], cluster: Cluste
     job type and partner job type among the job list's; an estimate clipped to 'failed' counts too."""
     types, workers = {j.job_type for j in jobs}, set(cluster.names)
 
-    def usable(r: dict[str, Any]) -> bool:
+    def usable(r: TableRow) -> bool:
         if r["worker_type"] not in workers or JobType(r["model"], r["batch_size"], r["scale_factor"]) not in types:
             return False
         if r["partner_model"] is None:
             return True
         return JobType(r["partner_model"], r["partner_batch_size"], r["scale_factor"]) in types
 
-    return sum(1 for r in table.rows if "estimated" in (r["status"], r["source"]) and usable(r))
+    return len([r for r in table.rows if "estimated" in (r["status"], r["source"]) and usable(r)])
 
 
 def build_schedule(
@@ -117,8 +151,14 @@ def build_schedule(
     options: dict[str, Any],
     config: EngineConfig,
     rounds: int | None = None,
+    estimated_finish: dict[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The schedule document; `rounds` limits how many rounds are written (all if None)."""
+    """The schedule document; `rounds` limits how many rounds are written (all if None).
+
+    `estimated_finish` (job id -> seconds) fills the expected finish of jobs the planned rounds
+    did not finish; those entries say `finish_estimated: true`, and the makespan is the latest
+    expected finish, planned or estimated."""
+    estimated = estimated_finish or {}
     first = result.solves[0] if result.solves else None
     allocation = None
     if first is not None:
@@ -164,13 +204,14 @@ def build_schedule(
                 "arrival_s": o.job.arrival_s,
                 "total_steps": o.job.total_steps,
                 "steps_done_at_start": o.job.steps_done,
-                "expected_finish_s": o.finish_s,
+                "expected_finish_s": o.finish_s if o.finish_s is not None else estimated.get(jid),
                 "scale_factor": o.job.scale_factor,
+                **({"finish_estimated": True} if o.finish_s is None and jid in estimated else {}),
             }
             for jid, o in result.outcomes.items()
         },
-        "makespan_s": result.makespan_s,
-        "utilisation": utilisation(result),
+        "makespan_s": max([result.makespan_s, *estimated.values()]),
+        "utilisation": utilisation(result, until=result.rounds[-1].end_s if estimated and result.rounds else None),
     }
 
 
@@ -201,10 +242,11 @@ def _nodes(gpus: Any) -> str:
     return "+".join(seen)
 
 
-def utilisation(result: EngineResult) -> dict[str, float]:
-    """Per worker type, busy GPU-seconds over GPU-seconds available until the makespan."""
+def utilisation(result: EngineResult, until: float | None = None) -> dict[str, float]:
+    """Per worker type, busy GPU-seconds over GPU-seconds available until the makespan
+    (or `until`: the end of the planned rounds when the plan stops before the jobs finish)."""
     present = {w: n for w, n in result.capacity.items() if n}
     if not present:
         return {w: 0.0 for w in result.worker_types}
-    per_type = utilisation_since_start(result.busy_gpu_s, present, result.makespan_s)
+    per_type = utilisation_since_start(result.busy_gpu_s, present, result.makespan_s if until is None else until)
     return {w: per_type.get(w, 0.0) for w in result.worker_types}
