@@ -56,7 +56,7 @@ class Round(TypedDict):
 
 
 class JobEntry(TypedDict, total=False):
-    """What the schedule knows of a job (rota writes every key but steps_done_after)."""
+    """What the schedule knows of a job (rota writes every key but the last two only where they apply)."""
 
     model: str
     batch_size: int | None
@@ -66,6 +66,7 @@ class JobEntry(TypedDict, total=False):
     steps_done_at_start: float
     expected_finish_s: float | None
     scale_factor: int
+    finish_estimated: bool  # true: expected_finish_s comes from the job's rate, not from planned rounds
     steps_done_after: float  # next-round schedules: steps done at the end of the window
 
 
