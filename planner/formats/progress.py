@@ -8,13 +8,13 @@ each job wrote at its checkpoint; the file name is the job id by default).
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
+from planner.formats.fields import NON_NEGATIVE_FINITE, Where, is_blank, parse_flag, parse_float
 
 PROGRESS_FORMAT = "rota.progress/v1"
 
@@ -56,7 +56,7 @@ class Progress:
         if rnd is not None and (isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0):
             raise InputError(f"expected a round index, got {rnd!r}", path=path, field="round")
         time_s = data.get("time_s")
-        time_s = None if time_s is None else _float(time_s, path=path, row=None, name="time_s")
+        time_s = None if time_s is None else _number(time_s, path, None, "time_s")
         jobs = _job_reports(data.get("jobs", []), path)
         new_jobs = data.get("new_jobs", [])
         if not isinstance(new_jobs, list) or not all(isinstance(r, dict) for r in new_jobs):
@@ -81,25 +81,8 @@ def _job_reports(raw_jobs: Any, path: object) -> dict[str, JobProgress]:
     return jobs
 
 
-def _float(value: Any, *, path: object, row: int | None, name: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"expected a number, got {value!r}", path=path, row=row, field=name) from None
-    if math.isnan(number) or math.isinf(number) or number < 0:
-        raise InputError(f"must be a non-negative finite number, got {value!r}", path=path, row=row, field=name)
-    return number
-
-
-def _flag(value: Any, *, path: object, row: int | None, name: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "y"):
-        return True
-    if text in ("", "0", "false", "no", "n"):
-        return False
-    raise InputError(f"expected true or false, got {value!r}", path=path, row=row, field=name)
+def _number(value: Any, path: object, row: int | None, field: str) -> float:
+    return parse_float(value, Where(path, row), field, minimum=0, wording=NON_NEGATIVE_FINITE)
 
 
 def job_progress(raw: Any, *, path: object, row: int | None) -> tuple[str, JobProgress]:
@@ -110,18 +93,14 @@ def job_progress(raw: Any, *, path: object, row: int | None) -> tuple[str, JobPr
     if unknown:
         raise InputError(f"unknown key (expected {', '.join(_JOB_KEYS)})", path=path, row=row, field=sorted(unknown)[0])
     steps = raw.get("steps_done")
-    steps_done = (
-        None
-        if steps is None or (isinstance(steps, str) and not steps.strip())
-        else _float(steps, path=path, row=row, name="steps_done")
-    )
+    steps_done = None if is_blank(steps) else _number(steps, path, row, "steps_done")
     gpus: tuple[Gpu, ...] | None = None
     if raw.get("gpus") is not None:
         try:
             gpus = tuple((str(g["node"]), int(g["gpu"])) for g in raw["gpus"])
         except (TypeError, KeyError, ValueError):
             raise InputError("expected a list of {node, gpu}", path=path, row=row, field="gpus") from None
-    finished = _flag(raw.get("finished", False), path=path, row=row, name="finished")
+    finished = parse_flag(raw.get("finished", False), Where(path, row), "finished")
     return str(raw["job_id"]).strip(), JobProgress(steps_done, finished, gpus)
 
 
