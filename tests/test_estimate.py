@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from planner.cli.table import estimate_command
 from planner.errors import InputError
 from planner.estimate import completion as E
-from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table, write_table
+from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table, row_key, write_table
 
 GAVEL = Path(__file__).resolve().parents[1] / "data" / "gavel"
 WORKERS = ("k80", "v100")
@@ -138,10 +138,10 @@ def test_estimate_fills_every_missing_pair_with_provenance_and_mirrors():
         assert r["device_name"] == f"estimated: als rank 2 from {report.groups[0].measured_pairs} measured pairs"
         assert (r["worker_type"], r["partner_model"], r["model"]) in keys  # mirror is estimated too
     # measured rows are untouched
-    measured = {E._key(r): r for r in table.rows}
+    measured = {row_key(r): r for r in table.rows}
     for r in full.rows:
         if r["source"] != "estimated":
-            assert measured[E._key(r)] == r
+            assert measured[row_key(r)] == r
 
 
 def test_estimates_are_accurate_on_a_synthetic_low_rank_table():
@@ -180,8 +180,8 @@ def test_reestimating_an_estimated_table_is_stable(tmp_path):
     write_table(first, tmp_path / "full.csv")
     second, report = E.estimate_table(read_table(tmp_path / "full.csv"), seed=0)
     assert report.measured_entries == sum(1 for r in table.rows if r["partner_model"])
-    a = {E._key(r): r["throughput"] for r in first.rows}
-    b = {E._key(r): r["throughput"] for r in second.rows}
+    a = {row_key(r): r["throughput"] for r in first.rows}
+    b = {row_key(r): r["throughput"] for r in second.rows}
     assert a.keys() == b.keys()
     assert all(abs(a[k] - b[k]) <= 1e-9 * max(1.0, a[k]) for k in a)
 

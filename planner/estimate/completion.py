@@ -49,13 +49,14 @@ Pure numpy; no torch, no solver.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from planner.errors import InputError
-from planner.formats.table import COLUMNS, RUNNABLE_STATUSES, JobType, ThroughputTable
+from planner.formats.table import COLUMNS, RUNNABLE_STATUSES, JobType, TableRow, ThroughputTable, row_key
 
 METHOD = "als"
 DEFAULT_RANK = 4
@@ -126,7 +127,7 @@ class FactorMatrix:
         return f"{self.job_types[i].label} with {b.label} on {w}"
 
 
-def _is_estimate(row: dict[str, Any]) -> bool:
+def _is_estimate(row: Mapping[str, Any]) -> bool:
     return row["status"] == "estimated" or row["source"] == "estimated"
 
 
@@ -134,7 +135,7 @@ def build_factor_matrices(table: ThroughputTable, zeros: str = "exclude") -> lis
     """One factor matrix per scale factor that has job types, in scale-factor order."""
     if zeros not in ZERO_MODES:
         raise ValueError(f"zeros must be one of {ZERO_MODES}, got {zeros!r}")
-    pair_rows: dict[tuple[str, JobType, JobType], dict[str, Any]] = {}
+    pair_rows: dict[tuple[str, JobType, JobType], TableRow] = {}
     for r in table.rows:
         if r["partner_model"] is not None:
             a = JobType(r["model"], r["batch_size"], r["scale_factor"])
@@ -535,22 +536,11 @@ def estimate_table(
         raise InputError(" | ".join(problems) + "; or pass --partial to estimate the rest", path=table.path)
 
     # Replace re-estimated rows; older estimates that could not be redone stay.
-    replaced = {_key(r) for r in new_rows}
-    kept = [r for r in table.rows if _key(r) not in replaced]
-    out = ThroughputTable.from_records(kept + new_rows, columns=COLUMNS, path=table.path)
+    replaced = {row_key(r) for r in new_rows}
+    kept = [r for r in table.rows if row_key(r) not in replaced]
+    out = ThroughputTable.from_records([*kept, *new_rows], columns=COLUMNS, path=table.path)
     result = EstimateReport(METHOD, rank, reg, seed, zeros, groups, missing_solo_rows(table))
     return out, result
-
-
-def _key(r: dict[str, Any]) -> tuple:
-    return (
-        r["worker_type"],
-        r["model"],
-        r["batch_size"],
-        r["scale_factor"],
-        r["partner_model"],
-        r["partner_batch_size"],
-    )
 
 
 def _estimated_row(fm: FactorMatrix, i: int, j: int, factor: float, source_note: str) -> dict[str, Any]:
