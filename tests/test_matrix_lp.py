@@ -205,6 +205,8 @@ def problems(draw):
 PLAIN_POLICIES = [
     ("max_min_fairness", {}),
     ("max_min_fairness_perf", {"method": "simplex"}),
+    ("min_total_duration_perf", {}),
+    ("min_total_duration_perf", {"gavel_compat": True}),  # bisection
     ("finish_time_fairness_perf", {}),
 ]
 
@@ -281,6 +283,7 @@ def packed_problems(draw):
 
 PACKED_POLICIES = [
     ("max_min_fairness_packed", {}),
+    ("min_total_duration_packed", {}),
     ("finish_time_fairness_packed", {}),
 ]
 
