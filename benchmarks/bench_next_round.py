@@ -86,7 +86,7 @@ def one_call(folder: Path, cluster_path: Path, jobs_path: Path | None = None) ->
     )
     write_compact_schedule(result.schedule, folder / "round.json")
     write_state(result.state, state_path)
-    return time.perf_counter() - started, result.schedule, result.timings
+    return time.perf_counter() - started, result.schedule.to_json(), result.timings
 
 
 def _cli_command(options: list[str]) -> list[str]:

@@ -31,10 +31,11 @@ from planner.export.ray_driver import run_commands
 from planner.export.slurm import time_limit
 from planner.formats.cluster import read_cluster
 from planner.formats.jobs import read_jobs
-from planner.formats.schedule import build_schedule, write_schedule
+from planner.formats.schedule import write_schedule
 from planner.formats.schedule_check import check_schedule
 from planner.formats.table import read_table
 from planner.modes.next_round import make_policy_from, next_round
+from planner.modes.plan import build_schedule
 from planner.rounds.engine import EngineConfig, run_engine
 
 TABLE = read_table(DATA / "throughputs.csv")

@@ -15,10 +15,10 @@ from planner.cli import user_errors
 from planner.cli.schedule import schedule_validate_command
 from planner.formats.cluster import cluster_from_dict, read_cluster
 from planner.formats.jobs import read_jobs
-from planner.formats.schedule import build_schedule
 from planner.formats.schedule_check import KINDS, check_schedule
 from planner.formats.table import JobType, ThroughputTable, read_table
 from planner.modes.next_round import make_policy_from, next_round
+from planner.modes.plan import build_schedule
 from planner.rounds.engine import EngineConfig, run_engine
 
 # fast: 2 nodes x 2 GPUs, slow: 1 node x 2 GPUs; 'b' cannot run on slow; a+b co-locate on fast only.
@@ -195,14 +195,14 @@ DEMO_TYPES = {j.job_id: j.job_type for j in DEMO_JOBS}
 def test_plan_schedules_are_valid(policy):
     result = run_engine(DEMO_JOBS, DEMO_TABLE, DEMO_CLUSTER, make_policy_from(policy, {}))
     schedule = json.loads(
-        json.dumps(build_schedule(result, inputs={}, policy=policy, options={}, config=EngineConfig()))
+        json.dumps(build_schedule(result, inputs={}, policy=policy, options={}, config=EngineConfig()).to_json())
     )
     assert check_schedule(schedule, DEMO_CLUSTER, table=DEMO_TABLE, job_types=DEMO_TYPES) == []
     # and a next-round schedule starting mid-way
     step = next_round(DEMO_TABLE, DEMO_CLUSTER, jobs=DEMO_JOBS, policy=policy, rounds=3)
     step = next_round(DEMO_TABLE, DEMO_CLUSTER, state=step.state, rounds=3)
-    assert step.schedule["rounds"][0]["index"] == 3
-    assert check_schedule(step.schedule, DEMO_CLUSTER, table=DEMO_TABLE, job_types=DEMO_TYPES) == []
+    assert step.schedule.rounds[0]["index"] == 3
+    assert check_schedule(step.schedule.to_json(), DEMO_CLUSTER, table=DEMO_TABLE, job_types=DEMO_TYPES) == []
 
 
 # ----------------------------------------------------------------- command

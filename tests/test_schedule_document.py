@@ -38,14 +38,14 @@ def planned() -> dict:
     schedule = build_schedule(
         result, inputs=INPUTS, policy="max_min_fairness_packed", options={"seed": 0}, config=EngineConfig(), rounds=5
     )
-    return json.loads(json.dumps(schedule))
+    return json.loads(json.dumps(schedule.to_json()))
 
 
 @pytest.fixture(scope="module")
 def next_round_schedule() -> dict:
     step = next_round(TABLE, CLUSTER, jobs=JOBS, policy="max_min_fairness_perf", rounds=2)
     step = next_round(TABLE, CLUSTER, state=step.state, rounds=2)
-    return json.loads(json.dumps(step.schedule))
+    return json.loads(json.dumps(step.schedule.to_json()))
 
 
 @pytest.mark.parametrize("which", ["planned", "next_round_schedule"])

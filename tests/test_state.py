@@ -54,7 +54,7 @@ def staggered(jobs):
 def full_plan(jobs, policy, table=TABLE, cluster=CLUSTER, config=None):
     engine = Engine(table, cluster, make_policy_from(policy, {}), config or EngineConfig(), jobs)
     result = engine.run()
-    return build_schedule(result, inputs={}, policy=policy, options={}, config=engine.config)
+    return build_schedule(result, inputs={}, policy=policy, options={}, config=engine.config).to_json()
 
 
 def faithful(schedule, done):
@@ -84,12 +84,17 @@ def run_single_rounds(jobs, policy, k, table=TABLE, cluster=CLUSTER, config=None
             rounds=per_call,
             config=config,
         )
-        assert check_schedule(step.schedule, cluster, table=table, job_types={j.job_id: j.job_type for j in jobs}) == []
+        assert (
+            check_schedule(
+                step.schedule.to_json(), cluster, table=table, job_types={j.job_id: j.job_type for j in jobs}
+            )
+            == []
+        )
         state = json.loads(json.dumps(step.state))  # through the file format
-        if not step.schedule["rounds"]:
+        if not step.schedule.rounds:
             break
-        got += step.schedule["rounds"]
-        progress = faithful(step.schedule, done)
+        got += step.schedule.rounds
+        progress = faithful(step.schedule.to_json(), done)
     return got, state
 
 
@@ -310,35 +315,35 @@ def first_round(policy="max_min_fairness_perf", jobs=DEMO_JOBS):
 
 def test_short_progress_leaves_more_steps():
     step, state = first_round()
-    a = step.schedule["rounds"][0]["assignments"][0]
+    a = step.schedule.rounds[0]["assignments"][0]
     jid = a["jobs"][0]
     nxt = next_round(TABLE, CLUSTER, state=state, progress=Progress(jobs={jid: JobProgress(steps_done=5)}))
-    assert nxt.schedule["jobs"][jid]["steps_done_at_start"] == 5
+    assert nxt.schedule.jobs[jid]["steps_done_at_start"] == 5
     assert any("5 steps done" in n for n in nxt.notes)
 
 
 def test_early_finish_removes_job_and_resolves():
     step, state = first_round()
-    jid = step.schedule["rounds"][0]["assignments"][0]["jobs"][0]
+    jid = step.schedule.rounds[0]["assignments"][0]["jobs"][0]
     nxt = next_round(TABLE, CLUSTER, state=state, progress=Progress(jobs={jid: JobProgress(finished=True)}))
-    assert jid not in nxt.schedule["jobs"]
-    assert all(jid not in a["jobs"] for r in nxt.schedule["rounds"] for a in r["assignments"])
-    assert nxt.schedule["solver"]["resolves"][0]["n_jobs"] == len(DEMO_JOBS) - 1
+    assert jid not in nxt.schedule.jobs
+    assert all(jid not in a["jobs"] for r in nxt.schedule.rounds for a in r["assignments"])
+    assert nxt.schedule.solver["resolves"][0]["n_jobs"] == len(DEMO_JOBS) - 1
 
 
 def test_job_expected_to_finish_but_not_done_runs_again():
     short = [dataclasses.replace(DEMO_JOBS[0], total_steps=10.0), *DEMO_JOBS[1:]]
     step, state = first_round(jobs=short)
-    assert step.schedule["jobs"][short[0].job_id]["expected_finish_s"] is not None
+    assert step.schedule.jobs[short[0].job_id]["expected_finish_s"] is not None
     nxt = next_round(TABLE, CLUSTER, state=state, progress=Progress(jobs={short[0].job_id: JobProgress(steps_done=4)}))
-    planned = {j: n for a in nxt.schedule["rounds"][0]["assignments"] for j, n in a["planned_steps"].items()}
-    assert short[0].job_id in nxt.schedule["jobs"]
+    planned = {j: n for a in nxt.schedule.rounds[0]["assignments"] for j, n in a["planned_steps"].items()}
+    assert short[0].job_id in nxt.schedule.jobs
     assert planned.get(short[0].job_id) in (None, 6)  # at most the 6 steps it has left
 
 
 def test_new_and_cancelled_jobs():
     step, state = first_round()
-    now = step.schedule["rounds"][0]["end_s"]
+    now = step.schedule.rounds[0]["end_s"]
     victim = DEMO_JOBS[1].job_id
     progress = Progress(
         new_jobs=[
@@ -347,8 +352,8 @@ def test_new_and_cancelled_jobs():
         cancelled=[victim],
     )
     nxt = next_round(TABLE, CLUSTER, state=state, progress=progress)
-    assert nxt.schedule["jobs"]["late"]["arrival_s"] == now  # cannot arrive in the past
-    assert victim not in nxt.schedule["jobs"]
+    assert nxt.schedule.jobs["late"]["arrival_s"] == now  # cannot arrive in the past
+    assert victim not in nxt.schedule.jobs
     statuses = {j["job_id"]: j["status"] for j in nxt.state["jobs"]}
     assert statuses[victim] == "cancelled"
     with pytest.raises(InputError, match="already known"):

@@ -314,20 +314,6 @@ def _as_json(schedule: Schedule | Mapping[str, Any]) -> Mapping[str, Any]:
 # --------------------------------------------------------------------------- moved elsewhere
 
 
-def build_schedule(*args: Any, **kwargs: Any) -> dict:
-    """Moved to planner.modes.plan (it reads an engine run); kept here until every caller moved."""
-    from planner.modes.plan import build_schedule as build
-
-    return build(*args, **kwargs)
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """Moved to planner.formats.files."""
-    from planner.formats.files import file_digest as digest
-
-    return digest(path)
-
-
 # --------------------------------------------------------------------------- CSV view and writing
 
 

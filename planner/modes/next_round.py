@@ -19,6 +19,7 @@ from planner.errors import InputError
 from planner.formats.cluster import Cluster
 from planner.formats.files import file_digest
 from planner.formats.jobs import Job, parse_jobs
+from planner.formats.schedule import Schedule
 from planner.formats.state import STATE_FORMAT, StateDocument
 from planner.formats.table import ThroughputTable
 from planner.modes.plan import build_schedule
@@ -32,7 +33,7 @@ DEFAULT_POLICY = "max_min_fairness_perf"
 
 @dataclass
 class NextRound:
-    schedule: dict[str, Any]
+    schedule: Schedule
     state: dict[str, Any]  # the state file's JSON (write_state writes it)
     records: list[RoundRecord]
     notes: list[str]
@@ -213,7 +214,8 @@ def _plan(
         cancelled=session.cancelled,
     )
     done = not engine.active and not engine.pending
-    schedule["next_round"]["done"] = done
+    if schedule.next_round is not None:
+        schedule.next_round["done"] = done
     new_state = document.to_json()
     finished = time.perf_counter()
     timings = {
@@ -256,7 +258,7 @@ def _schedule(
     policy: str,
     options: dict[str, Any],
     inputs: dict[str, Any],
-) -> dict[str, Any]:
+) -> Schedule:
     """The `rota.schedule/v1` document of this call's rounds (jobs in play only)."""
     records = window.records
     outcomes = {
@@ -289,18 +291,16 @@ def _schedule(
         config=engine.config,
     )
     span = (records[-1].end_s - records[0].start_s) if records else 0.0
-    schedule["utilisation"] = {
+    schedule.utilisation = {
         w: (busy[w] / (capacity[w] * span) if span > 0 and capacity[w] else 0.0) for w in engine.types
     }
-    for jid, entry in schedule["jobs"].items():
+    for jid, entry in schedule.jobs.items():
         job = engine.outcomes[jid].job
-        entry.update(
-            model=job.job_type.model,
-            batch_size=job.job_type.batch_size,
-            command=job.command,
-            steps_done_after=engine.outcomes[jid].steps_done,
-        )
-    schedule["next_round"] = {
+        entry["model"] = job.job_type.model
+        entry["batch_size"] = job.job_type.batch_size
+        entry["command"] = job.command
+        entry["steps_done_after"] = engine.outcomes[jid].steps_done
+    schedule.next_round = {
         "state_format": STATE_FORMAT,
         "first_round": window.first_round,
         "rounds_done": window.rounds_done,

@@ -17,7 +17,7 @@ from planner import __version__
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
 from planner.formats.files import file_digest
 from planner.formats.jobs import Job, read_jobs
-from planner.formats.schedule import SCHEDULE_FORMAT
+from planner.formats.schedule import AllocationRecord, Round, Schedule
 from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
 from planner.modes.metrics import utilisation as utilisation_since_start
 from planner.policies import make_policy
@@ -55,7 +55,7 @@ class PlanOptions:
 
 @dataclass
 class PlanOutcome:
-    schedule: dict[str, Any]
+    schedule: Schedule
     result: EngineResult
     jobs: list[Job]
     estimated_used: int  # estimated table rows the plan could have read
@@ -152,7 +152,7 @@ def build_schedule(
     config: EngineConfig,
     rounds: int | None = None,
     estimated_finish: dict[str, float] | None = None,
-) -> dict[str, Any]:
+) -> Schedule:
     """The schedule document; `rounds` limits how many rounds are written (all if None).
 
     `estimated_finish` (job id -> seconds) fills the expected finish of jobs the planned rounds
@@ -160,7 +160,7 @@ def build_schedule(
     expected finish, planned or estimated."""
     estimated = estimated_finish or {}
     first = result.solves[0] if result.solves else None
-    allocation = None
+    allocation: AllocationRecord | None = None
     if first is not None:
         allocation = {
             "worker_types": result.worker_types,
@@ -168,14 +168,13 @@ def build_schedule(
             "x": [[round(float(v), 12) for v in row] for row in first.allocation.x],
         }
     kept = result.rounds if rounds is None else result.rounds[:rounds]
-    return {
-        "format": SCHEDULE_FORMAT,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "rota_version": __version__,
-        "inputs": {name: {"path": str(path), "digest": file_digest(path)} for name, path in inputs.items()},
-        "policy": {"name": policy, "options": options},
-        "round_s": config.round_s,
-        "solver": {
+    return Schedule(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        rota_version=__version__,
+        inputs={name: {"path": str(path), "digest": file_digest(path)} for name, path in inputs.items()},
+        policy={"name": policy, "options": options},
+        round_s=config.round_s,
+        solver={
             "status": first.allocation.status if first else "no jobs",
             "solver": first.allocation.solver if first else None,
             "objective": first.allocation.objective if first else None,
@@ -193,10 +192,10 @@ def build_schedule(
                 for s in result.solves
             ],
         },
-        "allocation": allocation,
-        "rounds": [_round_record(r) for r in kept],
-        "rounds_total": len(result.rounds),
-        "jobs": {
+        allocation=allocation,
+        rounds=[_round_record(r) for r in kept],
+        rounds_total=len(result.rounds),
+        jobs={
             jid: {
                 "model": o.job.job_type.model,
                 "batch_size": o.job.job_type.batch_size,
@@ -210,12 +209,12 @@ def build_schedule(
             }
             for jid, o in result.outcomes.items()
         },
-        "makespan_s": max([result.makespan_s, *estimated.values()]),
-        "utilisation": utilisation(result, until=result.rounds[-1].end_s if estimated and result.rounds else None),
-    }
+        makespan_s=max([result.makespan_s, *estimated.values()]),
+        utilisation=utilisation(result, until=result.rounds[-1].end_s if estimated and result.rounds else None),
+    )
 
 
-def _round_record(r: RoundRecord) -> dict[str, Any]:
+def _round_record(r: RoundRecord) -> Round:
     return {
         "index": r.index,
         "start_s": r.start_s,
