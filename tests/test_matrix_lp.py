@@ -207,6 +207,8 @@ PLAIN_POLICIES = [
     ("max_min_fairness_perf", {"method": "simplex"}),
     ("min_total_duration_perf", {}),
     ("min_total_duration_perf", {"gavel_compat": True}),  # bisection
+    ("max_sum_throughput_perf", {}),
+    ("max_sum_throughput_normalized_by_cost_perf_SLOs", {}),
     ("finish_time_fairness_perf", {}),
 ]
 
@@ -285,6 +287,7 @@ PACKED_POLICIES = [
     ("max_min_fairness_packed", {}),
     ("min_total_duration_packed", {}),
     ("finish_time_fairness_packed", {}),
+    ("max_sum_throughput_normalized_by_cost_packed_SLOs", {}),
 ]
 
 
