@@ -18,7 +18,9 @@ from rich.console import Console
 from models.registry import GPT_SIZES
 from models.spec import SCALES
 from planner.errors import InputError
+from planner.estimate.completion import estimate_table
 from planner.formats.quality import is_noisy
+from planner.formats.table import read_table, write_table
 from profiler import devices as devices_mod
 from profiler.plan import PairSample, Selection, build_plan, parse_ints, parse_pairs, split_list
 from profiler.report import ProfileProgress, device_table, noisy_note, print_plan
@@ -186,9 +188,6 @@ def _profile(a: ProfileArgs) -> None:
 
 def _estimate_rest(console: Console, measured: Path) -> Path:
     """Fill the pairs that were not measured; the measured table stays as it is."""
-    from planner.estimate.completion import estimate_table
-    from planner.formats.table import read_table, write_table
-
     target = measured.with_name(f"{measured.stem}-estimated{measured.suffix}")
     full, report = estimate_table(read_table(measured), partial=True)
     write_table(full, target)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -183,8 +184,6 @@ def _parse_mapping(text: str, option: str, kind):
     """'a=1,b=2' or a YAML/JSON file holding a mapping."""
     path = Path(text)
     if path.exists():
-        import yaml
-
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,3 +28,15 @@ def read_json(path: str | os.PathLike) -> Any:
 def file_digest(path: str | os.PathLike) -> str:
     """'sha256:<hex>' of a file's bytes: schedules and state record which inputs they came from."""
     return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def input_records(inputs: Mapping[str, str | os.PathLike] | None) -> dict[str, dict[str, str | None]]:
+    """name -> {path, digest} of each input file, as schedules and state record them
+    (digest None: the file cannot be read now, e.g. moved since the state was saved)."""
+    out: dict[str, dict[str, str | None]] = {}
+    for name, path in (inputs or {}).items():
+        try:
+            out[name] = {"path": str(path), "digest": file_digest(path)}
+        except OSError:
+            out[name] = {"path": str(path), "digest": None}
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -252,8 +253,6 @@ def write_trace(jobs: Sequence[Job], path: str | os.PathLike, table: ThroughputT
     elif suffix == ".csv":
         write_text_atomic(path, format_job_list(jobs))
     elif suffix == ".json":
-        import json
-
         records = []
         for job in jobs:
             jt = job.job_type

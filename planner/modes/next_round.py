@@ -17,7 +17,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
-from planner.formats.files import file_digest
+from planner.formats.files import input_records
 from planner.formats.jobs import Job, parse_jobs
 from planner.formats.schedule import Schedule
 from planner.formats.state import STATE_FORMAT, StateDocument
@@ -210,7 +210,7 @@ def _plan(
         engine.snapshot(),
         policy_name=name,
         policy_options=options,
-        inputs=_input_paths(inputs),
+        inputs=input_records(inputs),
         cancelled=session.cancelled,
     )
     done = not engine.active and not engine.pending
@@ -238,17 +238,6 @@ class _Window:
     busy_before: dict[str, float]  # GPU-seconds per type then
     first_round: int
     rounds_done: int
-
-
-def _input_paths(inputs: dict[str, Any] | None) -> dict[str, Any]:
-    """name -> {path, digest} of each input file (digest None: it cannot be read now)."""
-    out: dict[str, Any] = {}
-    for name, path in (inputs or {}).items():
-        try:
-            out[name] = {"path": str(path), "digest": file_digest(path)}
-        except OSError:
-            out[name] = {"path": str(path), "digest": None}
-    return out
 
 
 def _schedule(

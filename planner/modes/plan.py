@@ -15,7 +15,7 @@ from typing import Any
 
 from planner import __version__
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
-from planner.formats.files import file_digest
+from planner.formats.files import input_records
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.schedule import AllocationRecord, Round, Schedule
 from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
@@ -171,7 +171,7 @@ def build_schedule(
     return Schedule(
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         rota_version=__version__,
-        inputs={name: {"path": str(path), "digest": file_digest(path)} for name, path in inputs.items()},
+        inputs=input_records(inputs),  # type: ignore[arg-type]  # plain dicts of the InputRecord shape
         policy={"name": policy, "options": options},
         round_s=config.round_s,
         solver={

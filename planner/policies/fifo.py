@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.errors import InputError
 from planner.policies.base import Allocation, Status, copy_random, empty_allocation
 from planner.policies.problem import Problem
 
@@ -159,8 +160,6 @@ class FifoPacked:
         if problem.n_jobs == 0:
             return empty_allocation(problem)
         if problem.table is None:
-            from planner.errors import InputError
-
             raise InputError("fifo_packed needs the throughput table for co-located pairs", field="partner_model")
         base = Fifo(perf_aware=True).allocate(problem)
         x = base.x.copy()

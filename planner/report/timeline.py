@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import colorsys
 from pathlib import Path
 
 from rich.table import Table
@@ -88,8 +89,6 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
 
 def job_colours(n: int) -> list[tuple[float, float, float]]:
     """n colours that stay apart for any n: hues a golden angle apart, three shades in turn."""
-    import colorsys
-
     shades = ((0.75, 0.85), (0.55, 0.65), (0.95, 0.55))  # (saturation, value)
     return [colorsys.hsv_to_rgb((k * 0.618033988749895) % 1.0, *shades[k % 3]) for k in range(n)]
 

@@ -25,9 +25,15 @@ from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
 from planner.policies.base import Allocation, Policy, Stateful
 from planner.policies.problem import build_problem
-from planner.rounds.mechanism import Gpu, Key, MechanismSnapshot, Placement, RoundMechanism, visiting_order
-
-DEFAULT_ROUND_S = 360.0  # Gavel's round length (6 minutes)
+from planner.rounds.mechanism import (
+    DEFAULT_ROUND_S,
+    Gpu,
+    Key,
+    MechanismSnapshot,
+    Placement,
+    RoundMechanism,
+    visiting_order,
+)
 
 
 @dataclass

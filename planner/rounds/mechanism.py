@@ -23,6 +23,8 @@ Gpu = tuple[str, int]  # (node name, GPU index on that node)
 
 UNSERVED_PRIORITY = 1e9  # stands in for A / 0 (an entry that never ran since the reset)
 
+DEFAULT_ROUND_S = 360.0  # Gavel's round length (6 minutes)
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -61,7 +63,7 @@ def visiting_order(throughput: np.ndarray) -> list[int]:
 
 
 class RoundMechanism:
-    def __init__(self, cluster: Cluster, round_s: float = 360.0):
+    def __init__(self, cluster: Cluster, round_s: float = DEFAULT_ROUND_S):
         self.cluster = cluster
         self.types = cluster.names
         self.m = len(self.types)
