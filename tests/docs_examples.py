@@ -250,7 +250,7 @@ def make_workspace(dest: Path, root: Path = ROOT) -> Path:
     that `make demo` finds rota installed and never reinstalls it (from this copy) or touches the
     real environment's stamps.
     """
-    dest.mkdir(parents=True, exist_ok=True)
+    dest.mkdir(parents=True)  # a fresh folder: examples must not find files from an earlier run
     for name in COPIED:
         src = root / name
         if src.is_dir():
