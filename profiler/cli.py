@@ -253,7 +253,8 @@ def _run(console: Console, tasks, options: RunOptions) -> None:
 
             def done(outcome):
                 counts[outcome.status] += 1
-                noisy.extend(outcome.task.label for row in outcome.rows if is_noisy(row))
+                if any(is_noisy(row) for row in outcome.rows):  # a pair has two rows, one measurement
+                    noisy.append(outcome.task.label)
                 progress.finished(outcome)
 
             run_plan(tasks, options, on_start=progress.started, on_done=done)
