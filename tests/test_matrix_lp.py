@@ -205,6 +205,8 @@ def problems(draw):
 PLAIN_POLICIES = [
     ("max_min_fairness", {}),
     ("max_min_fairness_perf", {"method": "simplex"}),
+    ("max_min_fairness_water_filling_perf", {}),
+    ("max_min_fairness_water_filling", {"gavel_compat": True}),  # freeze test by MILP
     ("min_total_duration_perf", {}),
     ("min_total_duration_perf", {"gavel_compat": True}),  # bisection
     ("max_sum_throughput_perf", {}),
@@ -285,6 +287,7 @@ def packed_problems(draw):
 
 PACKED_POLICIES = [
     ("max_min_fairness_packed", {}),
+    ("max_min_fairness_water_filling_packed", {"gavel_compat": True}),
     ("min_total_duration_packed", {}),
     ("finish_time_fairness_packed", {}),
     ("max_sum_throughput_normalized_by_cost_packed_SLOs", {}),

@@ -19,17 +19,19 @@ Identical jobs share a class (same levels by symmetry of the unique answer).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyomo.environ as pyo
 
 from planner.errors import InputError, SolverError
-from planner.policies.base import Allocation, empty_allocation
-from planner.policies.lp.pyomo_model import build_pyomo_space as build_space
-from planner.policies.lp.pyomo_model import read_pyomo_allocation as read_allocation
+from planner.policies.base import Allocation
+from planner.policies.lp.highs import DEFAULT_METHOD, load_matrix, row_duals, run_loaded, solve_matrix
+from planner.policies.lp.matrix import INF, MatrixLP
 from planner.policies.max_min_fairness import seen_throughput
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
+from planner.policies.space import Space, build_space
 
 SIGMA = 1.0001
 MAX_ITERATIONS = 200
@@ -38,11 +40,33 @@ LEVEL_SLACK = 1e-5  # well below sigma - 1 = 1e-4, the resolution of the freeze 
 
 
 @dataclass
+class Solved:
+    """The latest raise LP's answer: the allocation water-filling returns."""
+
+    space: Space
+    x: np.ndarray
+    z: np.ndarray  # pair cells
+    build_s: float
+
+
+@dataclass
+class Filling:
+    """Where progressive filling stands."""
+
+    frozen: np.ndarray  # (n,) jobs that cannot rise any more
+    level: np.ndarray  # (n,) normalised throughput reached
+    iterations: int = 0
+    solve_s: float = 0.0
+    last: Solved | None = None
+    stopped: str | None = None  # why filling ended early (a failed solve)
+
+
+@dataclass
 class WaterFilling:
     perf_aware: bool = True
     packed: bool = False
     aggregate: bool = True
-    method: str = "ipm"
+    method: str = DEFAULT_METHOD
     entity_weights: dict[str, float] | None = None  # hierarchical when set
     entity_policies: dict[str, str] = field(default_factory=dict)  # entity -> fairness | fifo
     gavel_compat: bool = False  # freeze test by Gavel's MILP instead of LP duals
@@ -99,124 +123,189 @@ class WaterFilling:
             codes: dict = {}
             per_job = []
             for i, entity in enumerate(problem.entity):
-                fifo_entity = self.entity_policies.get(entity, "fairness") == "fifo"
+                fifo_entity = entity is not None and self.entity_policies.get(entity, "fairness") == "fifo"
                 per_job.append(codes.setdefault((entity, i if fifo_entity else None), len(codes)))
             keys.append(np.array(per_job, dtype=float))
         return tuple(keys)
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
         self._check_entities(problem)
         seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
         norm = 1.0 / prop  # n_i = y_i / prop_i
-        n = problem.n_jobs
-        frozen = np.zeros(n, dtype=bool)
-        level = np.zeros(n)
         keys = self._class_keys(problem)
-        last = None
-        total_solve = 0.0
-        iterations = 0
+        fill = Filling(frozen=np.zeros(problem.n_jobs, dtype=bool), level=np.zeros(problem.n_jobs))
         big_m = None
-        stopped = None
-        while iterations < MAX_ITERATIONS:
-            iterations += 1
-            weights = self._weights(problem, frozen)
-            active = (~frozen) & (weights > 0)
+        while fill.iterations < MAX_ITERATIONS:
+            fill.iterations += 1
+            weights = self._weights(problem, fill.frozen)
+            active = (~fill.frozen) & (weights > 0)
             if not active.any():
                 break
-            lp, classes = build_space(
-                problem, seen, *keys, frozen.astype(float), packed=self.packed, aggregate=self.aggregate
+            started = time.perf_counter()
+            space = build_space(
+                problem, seen, *keys, fill.frozen.astype(float), packed=self.packed, aggregate=self.aggregate
             )
-            rep = classes.representative
-            model = lp.model
-            levels = [lp.throughput_expr(c, norm[i]) for c, i in enumerate(rep)]
+            norm_c = norm[space.classes.representative]
             if big_m is None:
-                big_m = _big_m(lp, norm[rep]) * 2.0 + 1.0
-            model.z = pyo.Var(bounds=(0.0, None))
-            model.raise_rows = pyo.ConstraintList()
-            raised = []  # (class, its raise row)
-            for c, i in enumerate(rep):
-                # levels reached so far, less a hair: the LP solution is only accurate to ~1e-9
-                model.extra.add(levels[c] >= float(level[i]) * (1 - LEVEL_SLACK))
-                if active[i]:
-                    k_i = problem.scale[i] / weights[i]
-                    raised.append((c, model.raise_rows.add(model.z <= k_i * (levels[c] - float(level[i])))))
-            try:
-                x, z_star, solve_s = lp.solve(model.z, method=self.method, policy=self.name)
-            except SolverError as exc:
-                if last is None:
-                    raise
-                stopped = str(exc)  # spec §4.3.4: a failed LP keeps the previous allocation
+                big_m = largest_level(space, norm_c) * 2.0 + 1.0
+            floor_c = fill.level[space.classes.representative]  # the levels every class keeps
+            duals = self._raise(problem, space, norm_c, floor_c, weights, active, fill, started)
+            if duals is None:
                 break
-            total_solve += solve_s
-            last = (lp, classes, x)
-            for c, i in enumerate(rep):
-                if active[i]:
-                    level[classes.index == c] = level[i] + z_star * weights[i] / problem.scale[i]
+            if not self.gavel_compat and freeze_blocked(space, active, duals, fill):
+                continue
+            if not self._freeze_by_milp(space, norm_c, floor_c, active, big_m, fill):
+                break
+        return self._allocation(problem, fill)
 
-            if not self.gavel_compat:
-                # Exact and one LP cheaper than the MILP: a job whose raise row has a positive
-                # dual cannot rise above its new level while the others keep theirs (the
-                # optimal dual weights make Σ λ_i k_i (n_i - L_i) <= z* for every x).
-                duals = lp.duals([row for _, row in raised])
-                blocked = [c for (c, _), d in zip(raised, duals) if d > DUAL_THRESHOLD]
-                if blocked:
-                    for c in blocked:
-                        frozen[classes.index == c] = True
-                    continue
-            # MILP (Gavel): who can still grow by a factor sigma?
-            model.del_component(model.raise_rows)
-            model.del_component(model.z)
-            model.grow = pyo.Var(range(classes.n), domain=pyo.Binary)
-            model.milp = pyo.ConstraintList()
-            for c, i in enumerate(rep):
-                if active[i]:
-                    # grow = 1 => n >= σL. Gavel also forces grow = 1 when n > σL - ε; maximising
-                    # Σ grow makes that row redundant, and dropping it keeps the MILP feasible
-                    # (all zeros) whatever the rounding of the LP levels.
-                    model.milp.add(big_m * (1 - model.grow[c]) >= SIGMA * level[i] - levels[c])
-                else:
-                    model.grow[c].fix(0)
-            count = pyo.quicksum(model.grow[c] for c in range(classes.n))
-            try:
-                _, _, solve_s = lp.solve(count, method="mip", policy=self.name)
-            except SolverError:
-                try:  # the all-zero point is feasible: a failure here is HiGHS presolve
-                    _, _, solve_s = lp.solve(count, method="mip-no-presolve", policy=self.name)
-                except SolverError as exc:
-                    stopped = str(exc)
-                    break
-            total_solve += solve_s
-            newly = 0
-            for c, i in enumerate(rep):
-                if active[i] and (model.grow[c].value or 0.0) < 0.5:
-                    frozen[classes.index == c] = True
-                    newly += 1
-            if newly == 0:
-                break
-        lp, classes, x = last
-        return read_allocation(
-            lp,
-            classes,
+    def _raise(
+        self,
+        problem: Problem,
+        space: Space,
+        norm_c: np.ndarray,
+        floor_c: np.ndarray,
+        weights: np.ndarray,
+        active: np.ndarray,
+        fill: Filling,
+        started: float,
+    ) -> np.ndarray | None:
+        """Step 1: solve the raise LP and lift the active jobs' levels; returns the raise rows'
+        |duals| (one per active class), or None when the LP failed after an earlier success."""
+        classes = space.classes
+        rep = classes.representative
+        raised = active[rep]
+        k_c = problem.scale[rep[raised]] / weights[rep[raised]]
+        lp, column, raise_rows = raise_lp(space, norm_c, floor_c, raised, k_c)
+        build_s = time.perf_counter() - started
+        try:
+            begun = time.perf_counter()
+            solver = load_matrix(lp, method=self.method, policy=self.name)
+            result = run_loaded(solver, policy=self.name)
+            assert result is not None
+        except SolverError as exc:
+            if fill.last is None:
+                raise
+            fill.stopped = str(exc)  # spec §4.3.4: a failed LP keeps the previous allocation
+            return None
+        values, z_star = result
+        fill.solve_s += time.perf_counter() - begun
+        x, z = space.read(values, column)
+        fill.last = Solved(space, x, z, build_s)
+        grown = fill.level[rep] + z_star * weights[rep] / problem.scale[rep]
+        members = raised[classes.index]
+        fill.level[members] = grown[classes.index][members]
+        return row_duals(solver, raise_rows)
+
+    def _freeze_by_milp(
+        self, space: Space, norm_c: np.ndarray, floor_c: np.ndarray, active: np.ndarray, big_m: float, fill: Filling
+    ) -> bool:
+        """Step 2 as Gavel does it: freeze the active classes the MILP cannot lift by σ above
+        their new level; False when filling is over (none frozen, or the MILP failed)."""
+        classes = space.classes
+        rep = classes.representative
+        active_c = active[rep]
+        milp, column, grow = freeze_milp(space, norm_c, floor_c, fill.level[rep], active_c, big_m)
+        try:
+            values, _, solve_s = solve_matrix(milp, method="mip", policy=self.name)
+        except SolverError:
+            try:  # the all-zero point is feasible: a failure here is HiGHS presolve
+                values, _, solve_s = solve_matrix(milp, method="mip-no-presolve", policy=self.name)
+            except SolverError as exc:
+                fill.stopped = str(exc)
+                return False
+        fill.solve_s += solve_s
+        assert fill.last is not None
+        # The pair cells reported are those of the latest solve, which is this MILP's point.
+        fill.last.z = space.read(values, column)[1]
+        stuck = active_c & (values[column[grow]] < 0.5)
+        fill.frozen[stuck[classes.index]] = True
+        return bool(stuck.any())
+
+    def _allocation(self, problem: Problem, fill: Filling) -> Allocation:
+        last = fill.last
+        assert last is not None  # the first LP either succeeds or raises
+        return last.space.allocation(
             problem,
-            x,
-            float(level.min()),
-            total_solve,
-            self.method,
-            iterations=iterations,
-            levels=level.tolist(),
-            **({"stopped_early": stopped} if stopped else {}),
+            last.x,
+            last.z,
+            float(fill.level.min()),
+            method=self.method,
+            build_s=last.build_s,
+            solve_s=fill.solve_s,
+            iterations=fill.iterations,
+            levels=fill.level.tolist(),
+            **({"stopped_early": fill.stopped} if fill.stopped else {}),
         )
 
 
-def _big_m(lp, norm_rep: np.ndarray) -> float:
-    """M = the largest normalised throughput any job could reach."""
+def freeze_blocked(space: Space, active: np.ndarray, duals: np.ndarray, fill: Filling) -> bool:
+    """Step 2 by duals — exact, and one LP cheaper than the MILP: a job whose raise row has a
+    positive dual cannot rise above its new level while the others keep theirs (the optimal
+    dual weights make Σ λ_i k_i (n_i - L_i) <= z* for every x). False if none is blocked."""
+    classes = space.classes
+    blocked = np.zeros(classes.n, dtype=bool)
+    blocked[np.flatnonzero(active[classes.representative])[duals > DUAL_THRESHOLD]] = True
+    fill.frozen[blocked[classes.index]] = True
+    return bool(blocked.any())
+
+
+def raise_lp(
+    space: Space, norm_c: np.ndarray, floor_c: np.ndarray, raised: np.ndarray, k_c: np.ndarray
+) -> tuple[MatrixLP, np.ndarray, np.ndarray]:
+    """maximise z  s.t.  n_c >= L_c (less a hair) for every class, and for the raised ones
+    z - k_c (n_c - L_c) <= 0; returns (LP, column of each variable, the raise rows)."""
+    lp = space.builder()
+    z = int(lp.variables(1, 0.0, INF)[0])
+    levels = space.throughput_rows(norm_c)
+    lp.add(space.head)
+    # levels reached so far, less a hair: the LP solution is only accurate to ~1e-9
+    lp.add(levels.bounded(floor_c * (1 - LEVEL_SLACK), INF))
+    lp.add(space.tail)
+    lifts = levels.select(raised).scaled(k_c).scaled(-1.0).led_by(z, 1.0)
+    rows = lp.add(lifts.bounded(-INF, 0.0 - k_c * floor_c[raised]))
+    cost = np.zeros(lp.n_vars)
+    cost[z] = 1.0
+    matrix, column = lp.build(cost, maximize=True)
+    return matrix, column, rows
+
+
+def freeze_milp(
+    space: Space,
+    norm_c: np.ndarray,
+    floor_c: np.ndarray,
+    level_c: np.ndarray,
+    active_c: np.ndarray,
+    big_m: float,
+) -> tuple[MatrixLP, np.ndarray, np.ndarray]:
+    """Gavel's freeze test: maximise Σ grow_c over binaries, grow_c = 1 => n_c >= σ L_c (the
+    levels just raised), while every class keeps the floor of the raise LP; inactive
+    classes' binaries are held at 0. Returns (MILP, column of each variable, the binaries' ids)."""
+    lp = space.builder()
+    grow = lp.variables(len(active_c), 0.0, np.where(active_c, 1.0, 0.0), integer=True)
+    levels = space.throughput_rows(norm_c)
+    lp.add(space.head)
+    lp.add(levels.bounded(floor_c * (1 - LEVEL_SLACK), INF))
+    lp.add(space.tail)
+    # σL - n_c - M (1 - grow_c) <= 0. Gavel also forces grow = 1 when n > σL - ε; maximising
+    # Σ grow makes that row redundant, and dropping it keeps the MILP feasible (all zeros)
+    # whatever the rounding of the LP levels.
+    tests = levels.select(active_c).scaled(-1.0).led_by(grow[active_c], big_m)
+    lp.add(tests.bounded(-INF, 0.0 - (SIGMA * level_c[active_c] - big_m)))
+    cost = np.zeros(lp.n_vars)
+    cost[grow[active_c]] = 1.0
+    matrix, column = lp.build(cost, maximize=True)
+    return matrix, column, grow
+
+
+def largest_level(space: Space, norm_c: np.ndarray) -> float:
+    """The largest normalised throughput any class could reach (the MILP's big M)."""
     best = 0.0
-    for c in range(lp.k):
-        value = float(np.max(lp.throughput[c]) * norm_rep[c])
-        if hasattr(lp, "pairs_of_row"):
-            for n in lp.pairs_of_row.get(c, []):
-                value = max(value, float(lp.pair_coef[n] * norm_rep[c]))
+    pairs_of_class = space.pairs_of_class or {}
+    coef = space.pairs.coef if space.pairs is not None else []
+    for c in range(space.classes.n):
+        value = float(np.max(space.throughput[c]) * norm_c[c])
+        for n in pairs_of_class.get(c, []):
+            value = max(value, float(coef[n] * norm_c[c]))
         best = max(best, value)
     return best
