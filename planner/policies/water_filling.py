@@ -216,7 +216,9 @@ class WaterFilling:
                 return False
         fill.solve_s += solve_s
         assert fill.last is not None
-        # The pair cells reported are those of the latest solve, which is this MILP's point.
+        # The pair cells reported are those of the latest solve, this MILP's point, while x
+        # stays the raise LP's: kept for identical results, but the two can together exceed a
+        # job's time or a type's GPUs (docs/lp_route.md, "Kept as they were").
         fill.last.z = space.read(values, column)[1]
         stuck = active_c & (values[column[grow]] < 0.5)
         fill.frozen[stuck[classes.index]] = True
