@@ -41,9 +41,15 @@ class Allocation:
 
 
 class Policy(Protocol):
-    name: str
-    perf_aware: bool  # False: blind to heterogeneity (treats all types alike)
-    fifo: bool  # mechanism never runs entries with priority <= 0
+    # Read-only: a policy may compute these from its options.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def perf_aware(self) -> bool: ...  # False: blind to heterogeneity (treats all types alike)
+
+    @property
+    def fifo(self) -> bool: ...  # the mechanism never runs entries with priority <= 0
 
     def allocate(self, problem: Problem) -> Allocation: ...
 

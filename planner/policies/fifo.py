@@ -18,6 +18,7 @@ import numpy as np
 
 from planner.errors import InputError
 from planner.policies.base import Allocation, Status, copy_random, empty_allocation
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
 
 
@@ -156,9 +157,8 @@ class FifoPacked:
     perf_aware: bool = True
     fifo: bool = True
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
         if problem.table is None:
             raise InputError("fifo_packed needs the throughput table for co-located pairs", field="partner_model")
         base = Fifo(perf_aware=True).allocate(problem)

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
-from planner.policies.base import Allocation, Status, copy_random, empty_allocation
+from planner.policies.base import Allocation, Status, copy_random
+from planner.policies.no_jobs import unless_no_jobs
 from planner.policies.problem import Problem
 
 Pair = tuple[str, str]
@@ -57,9 +58,8 @@ class Gandiva:
         rates = self._pair_rates(problem, a, b)
         return bool(rates) and float(np.mean([fa + fb for _, fa, fb in rates])) >= 1.0
 
+    @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        if problem.n_jobs == 0:
-            return empty_allocation(problem)
         if problem.table is None:
             raise InputError("gandiva needs the throughput table for co-located pairs", field="partner_model")
         index = {jid: i for i, jid in enumerate(problem.job_ids)}
