@@ -120,11 +120,17 @@ def _job_type(info: Mapping[str, Any]) -> JobType | None:
     return JobType(str(model).strip(), bs, scale)
 
 
+def _items(value: Any, key: str) -> list[Any]:
+    """`value[key]` where value is an object and that is a list, else [] (the validator reports the shape)."""
+    items = value.get(key) if isinstance(value, dict) else None
+    return items if isinstance(items, list) else []
+
+
 def scheduled_jobs(schedule: Mapping[str, Any]) -> list[str]:
     seen: dict[str, None] = {}
-    for r in schedule.get("rounds", []):
-        for a in r.get("assignments", []):
-            seen.update(dict.fromkeys(a.get("jobs", [])))
+    for r in _items(schedule, "rounds"):
+        for a in _items(r, "assignments"):
+            seen.update(dict.fromkeys(j for j in _items(a, "jobs") if isinstance(j, str)))
     return list(seen)
 
 
@@ -207,7 +213,8 @@ def load_context(
     thr, skipped = _read_table(schedule, schedule_path, table, need_table)
     jobs_path = input_path(schedule, "jobs", schedule_path, jobs)
     records = read_job_records(jobs_path) if jobs_path is not None else {}
-    types, commands = _job_facts(schedule.get("jobs") or {}, records)
+    entries = schedule.get("jobs")
+    types, commands = _job_facts(entries if isinstance(entries, dict) else {}, records)
     scheduled = scheduled_jobs(schedule)
     if thr is not None and any(j not in types for j in scheduled):
         skipped.append("throughput checks of jobs whose model is unknown (no job list)")
@@ -265,7 +272,7 @@ def job_env(
         "ROTA_CO_LOCATED_WITH": ",".join(others),
     }
     if progress_dir:
-        env["ROTA_PROGRESS_FILE"] = f"{progress_dir.rstrip('/')}/{jid}.json"
+        env["ROTA_PROGRESS_FILE"] = f"{progress_dir.rstrip('/')}/{progress_file_name(jid)}"
     return env
 
 
@@ -346,13 +353,50 @@ def parse_map(pairs: list[str] | dict[str, str] | None, what: str) -> dict[str, 
 
 # --------------------------------------------------------------------------- names and files
 
+# Job ids, node names, worker types and policy names come from many users and
+# the launcher files run under the operator's account, so every user string is
+# data: quoted in shell (shlex.quote), emitted by a real YAML / JSON writer, and
+# escaped on comment lines. Where one becomes a name (a Slurm node list, GRES
+# type, partition), it must consist of NAME_CHARS, else InputError; job ids that
+# become Slurm job names, file names and Kubernetes names are mapped to safe ones.
+NAME_CHARS = "letters, digits, '.', '_' and '-' (at most 253, starting with a letter or digit)"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 _FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
 _DNS_UNSAFE = re.compile(r"[^a-z0-9-]+")
+_PATH_UNSAFE = re.compile(r"[/\\]")
 
 
-def file_name(label: str) -> str:
+def checked_name(value: str, *, field: str, path: object = None) -> str:
+    """`value` where it becomes a name in a launcher file: NAME_CHARS only, else InputError."""
+    if not _NAME.fullmatch(value):
+        raise InputError(f"{value!r} is not a valid name here: use {NAME_CHARS}", path=path, field=field)
+    return value
+
+
+def comment_text(text: str) -> str:
+    """User text for one comment line: characters that are not printable (line
+    breaks of any kind, tabs, escapes) are written as Python escapes."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def progress_file_name(job_id: str) -> str:
+    """`<job_id>.json`; an id that is not one plain file name (a '/', a leading '.',
+    a character that is not printable, over 200 bytes) gets a safe name, so the file
+    stays in its folder (the job's report names its job_id, ROTA_JOB_ID, inside)."""
+    plain = job_id.isprintable() and not job_id.startswith(".") and not _PATH_UNSAFE.search(job_id)
+    if plain and len(job_id.encode()) <= 200:
+        return f"{job_id}.json"
+    return f"{file_name(job_id)}.json"
+
+
+def file_name(label: str, limit: int = 120) -> str:
+    """`label` as one file name ([A-Za-z0-9._+-], not hidden, not too long), unique for distinct labels."""
     safe = _FILE_UNSAFE.sub("_", label).strip("._") or "job"
-    return safe if safe == label else f"{safe}-{_digest(label)}"
+    if safe == label and len(safe) <= limit:
+        return safe
+    return f"{safe[:limit]}-{_digest(label)}"
 
 
 def dns_name(text: str, limit: int = 52) -> str:
@@ -395,4 +439,4 @@ def header(context: ExportContext, what: str, comment: str = "#") -> str:
         "Contract: SIGTERM ROTA_GRACE_S seconds before the round ends -> write a checkpoint and exit;",
         "the next round that lists the job restarts its command, which resumes from that checkpoint.",
     ]
-    return "\n".join(f"{comment} {line}" for line in lines) + "\n"
+    return "\n".join(f"{comment} {comment_text(line)}" for line in lines) + "\n"

@@ -4,14 +4,12 @@ job's command, for any launcher script (same columns as `rota plan --csv`, plus
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from planner.export.common import ExportContext, require_valid, write_files
-from planner.formats.schedule import CSV_COLUMNS, csv_rows
+from planner.formats.schedule import CSV_COLUMNS, csv_rows, csv_text
 
 EXPORT_COLUMNS = CSV_COLUMNS + ["round_s", "command"]
 
@@ -25,8 +23,5 @@ def schedule_rows(context: ExportContext) -> Iterator[dict[str, Any]]:
 
 def export_csv(context: ExportContext, out_dir: Path, **_ignored: Any) -> list[Path]:
     require_valid(context)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=EXPORT_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(schedule_rows(context))
-    return write_files(out_dir, {"schedule.csv": buffer.getvalue()})
+    rows = ([row[c] for c in EXPORT_COLUMNS] for row in schedule_rows(context))
+    return write_files(out_dir, {"schedule.csv": csv_text(EXPORT_COLUMNS, rows)})

@@ -252,6 +252,8 @@ def export_kubernetes(
         raise InputError(f"unknown gang scheduler {gang!r}; use one of {', '.join(GANGS)}", field="--gang")
     if not _LABEL_KEY.match(label_key):
         raise InputError(f"{label_key!r} is not a valid label key", field="--label-key")
+    if namespace and not (_DNS_LABEL.match(namespace) and len(namespace) <= 63):
+        raise InputError(f"{namespace!r} is not a valid namespace (a DNS label)", field="--namespace")
     products = parse_map(gpu_product, "--gpu-product")
     unknown = set(products) - set(context.cluster.names)
     if unknown:
@@ -295,11 +297,11 @@ def export_kubernetes(
 
 # --------------------------------------------------------------------------- offline structural check
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
-_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?$")
-_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+_LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}\Z")
+_LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?\Z")
+_ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
 _VOLCANO_EVENTS = {
     "*",
     "PodPending",
@@ -327,7 +329,7 @@ _VOLCANO_ACTIONS = {
     "OpenQueue",
     "CloseQueue",
 }
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mun]|e[0-9]+)?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mun]|e[0-9]+)?\Z")
 
 
 class _Checker:

@@ -20,11 +20,14 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+from planner.errors import InputError
 from planner.export.common import (
     DEFAULT_GRACE_S,
     ExportContext,
     assignment_label,
+    checked_name,
     commands_of,
+    comment_text,
     file_name,
     gpus_by_node,
     grace_for,
@@ -56,16 +59,19 @@ def batch_script(
     extra: list[str],
     progress_dir: str | None,
 ) -> str:
-    w = assignment["worker_type"]
+    where = context.schedule_path
+    w = checked_name(assignment["worker_type"], field="worker_type", path=where)
     label = assignment_label(assignment)
     nodes = gpus_by_node(assignment)
+    for node, _ in nodes:
+        checked_name(node, field="gpus.node", path=where)
     common = [f"--time={time_limit(context.round_s)}"]
     if partition:
-        common.append(f"--partition={partition}")
+        common.append(f"--partition={checked_name(partition, field='--partition')}")
     if account:
-        common.append(f"--account={account}")
+        common.append(f"--account={checked_name(account, field='--account')}")
     first = [
-        f"--job-name=rota-r{rnd['index']:04d}-{label}",
+        f"--job-name=rota-r{rnd['index']:04d}-{file_name(label)}",
         "--output=logs/%x-%j.out",
         f"--signal=B:USR1@{grace_s}",
         "--no-requeue",
@@ -92,7 +98,8 @@ def batch_script(
             lines.append("#SBATCH hetjob")
         options = component + common + (first if k == 0 else [])
         lines += [f"#SBATCH {option}" for option in options]
-    lines.append(f"# planned steps: {', '.join(f'{j}={n}' for j, n in assignment['planned_steps'].items())}")
+    steps = ", ".join(f"{j}={n}" for j, n in assignment["planned_steps"].items())
+    lines.append(f"# planned steps: {comment_text(steps)}")
     lines.append(f"# GPUs (plan): {', '.join(f'{n}:{g}' for n, gs in nodes for g in gs)}")
     lines.append(f"export ROTA_NUM_NODES={len(nodes)}")
     lines.append("")
@@ -144,6 +151,13 @@ fi
 """
 
 
+def _sbatch_option(option: str) -> str:
+    """An --sbatch-option as one #SBATCH line: '--' added; no line breaks or other unprintable characters."""
+    if not option.isprintable():
+        raise InputError(f"{option!r} holds a line break or another unprintable character", field="--sbatch-option")
+    return option if option.startswith("--") else f"--{option}"
+
+
 def export_slurm(
     context: ExportContext,
     out_dir: Path,
@@ -157,7 +171,7 @@ def export_slurm(
 ) -> list[Path]:
     require_valid(context)
     grace = grace_for(context.round_s, grace_s)
-    extra = [o if o.startswith("--") else f"--{o}" for o in sbatch_options]
+    extra = [_sbatch_option(o) for o in sbatch_options]
     files: dict[str, str] = {}
     rounds = []
     for rnd in context.document.rounds:

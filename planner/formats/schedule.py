@@ -329,12 +329,23 @@ def csv_rows(rounds: Iterable[Round]) -> Iterator[list[Any]]:
                     yield [r["index"], start, end, jid, a["worker_type"], gpu["node"], gpu["gpu"], steps, partners]
 
 
-def schedule_csv(schedule: Schedule | Mapping[str, Any]) -> str:
+def csv_text(columns: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    """CSV with '\\n' line ends. The csv module quotes only fields holding the line
+    terminator's characters, so rows are written with '\\r\\n' (a field holding a
+    carriage return is quoted too) and their ends turned into '\\n'."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    writer.writerows(csv_rows(_as_json(schedule)["rounds"]))
-    return buffer.getvalue()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+    out = []
+    for row in (columns, *rows):
+        writer.writerow(row)
+        out.append(buffer.getvalue()[:-2] + "\n")
+        buffer.seek(0)
+        buffer.truncate()
+    return "".join(out)
+
+
+def schedule_csv(schedule: Schedule | Mapping[str, Any]) -> str:
+    return csv_text(CSV_COLUMNS, csv_rows(_as_json(schedule)["rounds"]))
 
 
 def write_schedule(

@@ -1,0 +1,255 @@
+"""Every exporter against hostile job ids, node names, worker types, policy names and
+commands: either a one-line InputError, or launcher files that treat the string as
+data (scripts parse, running them creates nothing the command itself does not,
+every YAML file holds exactly one object, progress files stay in their folder)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from planner.errors import InputError
+from planner.export import export_schedule, load_context
+from planner.export.common import progress_file_name
+from planner.formats.schedule import SCHEDULE_FORMAT
+
+HOSTILE = [
+    "a\nb",
+    "a\ntouch INJ_NL",
+    "$(touch INJ_SUB)",
+    "`touch INJ_BT`",
+    "a; touch INJ_SEMI",
+    "a && touch INJ_AND",
+    "it's",
+    'say "hi"',
+    "a b",
+    "--uid=0",
+    "n0 --uid=0",
+    "---\nkind: ConfigMap\nmetadata: {name: smuggled}",
+    "a\n---\nkind: ConfigMap",
+    "../../escape",
+    "/abs/path",
+    ".hidden",
+    "a\rb",
+    "a\tb",
+    "a\u2028b\x85c",
+    "ünïcødé-ジョブ",
+    "[bold]a",
+    "# not a comment",
+    "x" * 3000,
+    "a\\nb",
+    "$HOME",
+    "*",
+]
+ROLES = ["job", "node", "worker_type", "policy", "command"]
+FORMATS = ["slurm", "kubernetes", "ray", "csv"]
+PROGRESS_DIR = "/shared/progress"
+
+
+def write_inputs(folder: Path, *, job="j1", node="n0", worker_type="v100", policy="fifo", command="true") -> Path:
+    """A cluster file and a two-round schedule: a co-located pair, a 3-GPU gang over two
+    nodes with unequal GPU counts, then the job alone."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cluster = {"worker_types": {worker_type: {"gpus": 4, "gpus_per_node": 2, "nodes": [node, "n1"]}}}
+    (folder / "cluster.yaml").write_text(yaml.safe_dump(cluster), encoding="utf-8")
+
+    def gpus(*slots):
+        return [{"node": n, "gpu": g} for n, g in slots]
+
+    entry = {"total_steps": 1000, "arrival_s": 0, "scale_factor": 1, "command": command}
+    schedule = {
+        "format": SCHEDULE_FORMAT,
+        "policy": {"name": policy, "options": {}},
+        "round_s": 360,
+        "inputs": {"cluster": {"path": "cluster.yaml", "digest": None}},
+        "rounds": [
+            {
+                "index": 0,
+                "start_s": 0,
+                "end_s": 360,
+                "assignments": [
+                    {
+                        "jobs": [job, "j2"],
+                        "worker_type": worker_type,
+                        "gpus": gpus((node, 0)),
+                        "planned_steps": {job: 10, "j2": 10},
+                    },
+                    {
+                        "jobs": ["j3"],
+                        "worker_type": worker_type,
+                        "gpus": gpus((node, 1), ("n1", 0), ("n1", 1)),
+                        "planned_steps": {"j3": 10},
+                    },
+                ],
+            },
+            {
+                "index": 1,
+                "start_s": 360,
+                "end_s": 720,
+                "assignments": [
+                    {"jobs": [job], "worker_type": worker_type, "gpus": gpus(("n1", 0)), "planned_steps": {job: 10}}
+                ],
+            },
+        ],
+        "jobs": {job: entry, "j2": {**entry, "command": "true"}, "j3": {**entry, "scale_factor": 3, "command": "true"}},
+    }
+    path = folder / "schedule.json"
+    path.write_text(json.dumps(schedule), encoding="utf-8")
+    return path
+
+
+def _export(tmp_path: Path, fmt: str, **names) -> Path | None:
+    """The export folder, or None after a one-line InputError."""
+    out = tmp_path / "out"
+    try:
+        context = load_context(write_inputs(tmp_path / "in", **names))
+        export_schedule(fmt, context, out, progress_dir=PROGRESS_DIR, namespace="team-a")
+    except InputError as exc:
+        text = str(exc)
+        assert text and "Traceback" not in text
+        return None
+    return out
+
+
+def _files(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def _stubs(folder: Path) -> dict[str, str]:
+    """Environment whose PATH starts with do-nothing sbatch, squeue, scancel and kubectl."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True)
+    for name, body in {"sbatch": "echo 1", "squeue": "true", "scancel": "true", "kubectl": "true"}.items():
+        stub = bin_dir / name
+        stub.write_text(f"#!/bin/sh\n{body}\n")
+        stub.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(folder), "ROUND_S": "0", "GRACE_S": "0"}
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str]) -> None:
+    subprocess.run(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+
+
+def _created_by(command: str, tmp_path: Path, env: dict[str, str]) -> set[str]:
+    """Files the command creates when run directly, as the user wrote it."""
+    box = tmp_path / "direct"
+    box.mkdir()
+    _run(["/bin/sh", "-c", command], box, env)
+    return _files(box)
+
+
+def _check_scripts(out: Path, scripts: list[tuple[str, str]], tmp_path: Path, expected: set[str]) -> None:
+    """Each (name, shell text) parses; run in an empty folder it creates exactly `expected`."""
+    env = _stubs(tmp_path / "stubs")
+    created: set[str] = set()
+    for k, (name, text) in enumerate(scripts):
+        check = subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True)
+        assert check.returncode == 0, f"{name}: {check.stderr}"
+        box = tmp_path / f"box{k}"
+        box.mkdir()
+        (tmp_path / f"script{k}").write_text(text, encoding="utf-8")
+        _run(["bash", str(tmp_path / f"script{k}")], box, env)
+        assert _files(box) <= expected, f"{name} created {_files(box) - expected}"
+        created |= _files(box)
+    assert created == expected, "the command did not run as written"
+    drivers = [p for p in (out / "driver.sh",) if p.exists()]
+    for driver in drivers:
+        before = _files(out)
+        _run(["bash", str(driver)], tmp_path, env)
+        assert _files(out) - before <= {"logs"}, f"driver.sh created {_files(out) - before}"
+
+
+def _check_slurm(out: Path, tmp_path: Path, expected: set[str]) -> None:
+    scripts = sorted(out.rglob("*.sbatch"))
+    assert len(scripts) == 3
+    for script in scripts:
+        for line in script.read_text(encoding="utf-8").splitlines():
+            if line.startswith("#SBATCH"):
+                assert len(shlex.split(line[len("#SBATCH") :])) == 1, f"{script.name}: {line!r}"
+    _check_scripts(out, [(p.name, p.read_text(encoding="utf-8")) for p in scripts], tmp_path, expected)
+
+
+def _check_kubernetes(out: Path, tmp_path: Path, expected: set[str]) -> None:
+    manifests = sorted(out.rglob("*.yaml"))
+    assert len(manifests) == 3
+    scripts = []
+    for manifest in manifests:
+        docs = list(yaml.safe_load_all(manifest.read_text(encoding="utf-8")))
+        assert len(docs) == 1, f"{manifest.name} holds {len(docs)} objects"
+        doc = docs[0]
+        assert doc["kind"] in ("Job", "JobSet")
+        for task in doc["spec"]["tasks"]:
+            container = task["template"]["spec"]["containers"][0]
+            assert container["command"][:2] == ["/bin/sh", "-c"]
+            scripts.append((manifest.name, container["command"][2]))
+    _check_scripts(out, scripts, tmp_path, expected)
+
+
+def _check_ray(out: Path, names: dict[str, str]) -> None:
+    plan = json.loads((out / "ray_plan.json").read_text(encoding="utf-8"))
+    jobs = [j for r in plan["rounds"] for g in r["groups"] for j in g["jobs"]]
+    assert len(jobs) == 4
+    if "job" in names:
+        assert names["job"] in {j["job_id"] for j in jobs}
+    if "command" in names:
+        assert names["command"] in {j["command"] for j in jobs}
+    for j in jobs:
+        progress = Path(j["env"]["ROTA_PROGRESS_FILE"])
+        assert progress.parent == Path(PROGRESS_DIR) and os.path.normpath(progress) == str(progress)
+
+
+def _check_csv(out: Path, names: dict[str, str]) -> None:
+    with open(out / "schedule.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 + 3 + 1
+    if "job" in names:
+        assert sum(r["job_id"] == names["job"] for r in rows) == 2
+    if "node" in names:
+        assert sum(r["node"] == names["node"] for r in rows) == 3
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_valid_names_export(tmp_path, fmt):
+    """The fixture itself exports cleanly (so the hostile cases below test the names)."""
+    out = _export(tmp_path, fmt)
+    assert out is not None
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_hostile_string(tmp_path, fmt, role, value):
+    names = {role: value}
+    out = _export(tmp_path, fmt, **names)
+    if out is None:
+        assert role != "command", "a command is run as written, never refused"
+        return
+    env = _stubs(tmp_path / "direct-stubs")
+    expected = _created_by(value, tmp_path, env) if role == "command" else set()
+    if fmt == "slurm":
+        _check_slurm(out, tmp_path, expected)
+    elif fmt == "kubernetes":
+        _check_kubernetes(out, tmp_path, expected)
+    elif fmt == "ray":
+        _check_ray(out, names)
+    else:
+        _check_csv(out, names)
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=range(len(HOSTILE)))
+def test_progress_file_stays_in_its_folder(value):
+    name = progress_file_name(value)
+    assert "/" not in name and "\\" not in name and not name.startswith(".") and name.isprintable()
+    assert len(name) < 200
+
+
+def test_plain_progress_names_unchanged():
+    assert progress_file_name("job-7") == "job-7.json"
+    assert progress_file_name("job 7") == "job 7.json"
