@@ -29,8 +29,8 @@ test: $(VENV)/.profiler
 	$(PY) -m pytest -q tests
 
 # Lint and type gate (CI runs it before the tests): ruff lint + format check, mypy.
-$(VENV)/.lint: $(VENV)/.planner
-	$(PY) -m pip install -q -e '.[lint]'
+$(VENV)/.lint: $(VENV)/.profiler
+	$(PY) -m pip install -q -e '.[profiler,test,lint]'
 	touch $@
 
 lint: $(VENV)/.lint
