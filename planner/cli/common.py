@@ -4,32 +4,61 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.text import Text
 
 from planner.errors import InputError, SolverError
 from planner.policies.lp import LP_METHODS
 
-out = Console()
-err = Console(stderr=True)
+# User strings (job ids, file names, reasons) are printed as they are: no rich markup
+# ('[bold]a' keeps its brackets) and no emoji codes ('36:x:36' stays text). Styled
+# output goes through `styled`, which escapes the user parts it is given.
+out = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False)
+# For renderables built with markup elsewhere (planner.report's timeline tables).
+marked_out = Console(emoji=False)
+
+
+def styled(template: str, *values: object) -> Text:
+    """Rich markup `template` with each '{}' filled by a value shown literally."""
+    return Text.from_markup(template.format(*(escape(str(v)) for v in values)), emoji=False)
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: line breaks and other unprintable characters as escapes."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def user_errors(func: F) -> F:
-    """Turn InputError / SolverError into 'error: ...' on stderr and exit code 2."""
+    """Turn InputError / SolverError, and an OSError on a file (an --out that is a file
+    or read-only, a full disk), into one line 'error: ...' on stderr and exit code 2."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
         except (InputError, SolverError) as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            _error(str(exc))
+        except OSError as exc:
+            if exc.filename is None:
+                raise
+            _error(f"{exc.filename}: {exc.strerror or exc}")
 
     return wrapper  # type: ignore[return-value]
+
+
+def _error(message: str) -> NoReturn:
+    err.print(styled("[bold red]error:[/] {}", one_line(message)), highlight=False, soft_wrap=True)
+    raise typer.Exit(2) from None
 
 
 def check_method(method: str) -> None:

@@ -11,7 +11,7 @@ from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, out
+from planner.cli.common import check_method, err, out, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -115,9 +115,9 @@ def _print(result: Comparison, title: str) -> None:
     for column in ("policy", "avg JCT", "p50", "p90", "makespan", "util", *(["GPU $"] if priced else [])):
         grid.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for o in result.outcomes:
-        name = f"[bold]{o.policy}*[/]" if o.policy == result.recommended else o.policy
+        name = styled("[bold]{}*[/]", o.policy) if o.policy == result.recommended else o.policy
         if o.status != "ok":
-            grid.add_row(name, f"[red]{o.status}[/]")
+            grid.add_row(name, styled("[red]{}[/]", o.status))
             continue
         cells = [_hours(o.jct_mean_s), _hours(o.jct_p50_s), _hours(o.jct_p90_s), _hours(o.makespan_s)]
         cells.append("-" if o.utilisation is None else f"{100 * o.utilisation:.0f} %")
@@ -133,6 +133,8 @@ def _print(result: Comparison, title: str) -> None:
         change = f"{ratio:.2f}x lower" if ratio >= 1 else f"{1 / ratio:.2f}x higher"
         out.print(f"{aware}: average JCT {change} than {agnostic_of[aware]} (heterogeneity-agnostic)", soft_wrap=True)
     if result.recommended is None:
-        out.print(f"[bold red]no recommendation[/]: {result.reason}")
+        out.print(styled("[bold red]no recommendation[/]: {}", result.reason))
     else:
-        out.print(f"recommended: [bold]{result.recommended}[/] - {result.reason}", highlight=False, soft_wrap=True)
+        out.print(
+            styled("recommended: [bold]{}[/] - {}", result.recommended, result.reason), highlight=False, soft_wrap=True
+        )

@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, out
+from planner.cli.common import check_method, err, out, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import read_cluster, require_table_rows
+from planner.formats.files import read_text
 from planner.formats.jobs import read_jobs
+from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule, schedule_csv, write_schedule
 from planner.formats.table import read_table
 from planner.modes.next_round import next_round
@@ -184,10 +185,7 @@ def _parse_mapping(text: str, option: str, kind):
     """'a=1,b=2' or a YAML/JSON file holding a mapping."""
     path = Path(text)
     if path.exists():
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as exc:
-            raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+        data = load_yaml(read_text(path), path)
         if not isinstance(data, dict):
             raise InputError("expected a mapping entity -> value", path=path)
         items = list(data.items())
@@ -202,9 +200,9 @@ def _parse_mapping(text: str, option: str, kind):
     for key, value in items:
         try:
             result[str(key)] = kind(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise InputError(f"bad value {value!r} for {key!r}", field=option) from None
-        if kind is float and not result[str(key)] > 0:
+        if kind is float and not 0 < result[str(key)] < math.inf:
             raise InputError(f"weight of {key!r} must be positive", field=option)
     return result
 
@@ -238,7 +236,8 @@ def parse_duration(text: str, option: str) -> float:
 def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None:
     solver = schedule.solver
     out.print(
-        f"policy [bold]{schedule.policy['name']}[/]: {solver['status']}"
+        styled("policy [bold]{}[/]: ", schedule.policy["name"])
+        + f"{solver['status']}"
         + (f", objective {solver['objective']:.6g}" if solver["objective"] is not None else "")
         + f", build {solver['build_s'] * 1000:.1f} ms, solve {solver['solve_s'] * 1000:.1f} ms"
         + (f", {solver['n_classes']} job classes" if solver["n_classes"] else "")

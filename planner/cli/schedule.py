@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from planner.cli.common import out
+from planner.cli.common import marked_out, out, styled
 from planner.export import load_context
 from planner.report.timeline import plot_gantt, round_slice, timeline_tables
 
@@ -55,7 +55,9 @@ def schedule_validate_command(
             out.print(grid)
         else:
             n = sum(len(r["assignments"]) for r in context.schedule["rounds"])
-            out.print(f"[green]ok[/] {schedule}: {len(context.schedule['rounds'])} rounds, {n} assignments")
+            out.print(
+                styled("[green]ok[/] {}: {} rounds, {} assignments", schedule, len(context.schedule["rounds"]), n)
+            )
     if problems:
         raise typer.Exit(1)
 
@@ -76,9 +78,10 @@ def schedule_show_command(
     """
 
     context = load_context(schedule, cluster=cluster, need_commands=False)
+    context.document  # noqa: B018 - checks the shape of every round (InputError naming the field)
     chosen = round_slice(context.schedule["rounds"], rounds)
     for renderable in timeline_tables(context.schedule, context.cluster, chosen):
-        out.print(renderable)
+        marked_out.print(renderable)
     if rounds is None and len(chosen) < len(context.schedule["rounds"]):
         out.print(
             f"(rounds {chosen[0]['index']}-{chosen[-1]['index']} of {len(context.schedule['rounds'])}; "

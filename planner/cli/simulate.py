@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, hours, out
+from planner.cli.common import check_method, err, hours, out, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -248,7 +249,7 @@ def simulate_command(
 def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None):
 
     with Progress(
-        TextColumn(f"[bold]{label}[/]"),
+        TextColumn(f"[bold]{escape(label)}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active"),
@@ -269,14 +270,18 @@ def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=N
 
 def _print_summary(result, policy: str, out_dir: Path) -> None:
     m = result.metrics
-    status = "[green]ok[/]" if result.status == "ok" else f"[bold red]{result.status}[/]: {result.reason}"
+    if result.status == "ok":
+        status = styled("[green]ok[/]")
+    else:
+        status = styled("[bold red]{}[/]: {}", result.status, result.reason)
     if "jct_s" not in m:  # saturated before running
-        out.print(f"policy [bold]{policy}[/]: {status}")
+        out.print(styled("policy [bold]{}[/]: ", policy) + status)
         out.print(f"wrote {out_dir / 'summary.json'}")
         return
     jct = m["jct_s"]
     start, end = m["window"]
-    out.print(f"policy [bold]{policy}[/]: {status}; jobs {start}-{end - 1} measured, {m['window_finished']} finished")
+    measured = f"; jobs {start}-{end - 1} measured, {m['window_finished']} finished"
+    out.print(styled("policy [bold]{}[/]: ", policy) + status + measured)
     grid = Table(title="results")
     grid.add_column("metric")
     grid.add_column("value", justify="right")

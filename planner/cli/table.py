@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import out as stdout
-from planner.cli.common import user_errors
+from planner.cli.common import styled, user_errors
 from planner.errors import InputError
 from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
 from planner.formats.gavel_json import export_gavel, import_gavel
@@ -67,12 +67,14 @@ def table_validate(table: Path = typer.Argument(..., help="Throughput table (.cs
     for r in t.rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items()))
-    stdout.print(f"[green]ok[/] {table}: {len(t)} rows ({summary}); worker types: {', '.join(t.worker_types)}")
+    stdout.print(
+        styled("[green]ok[/] {}: {} rows ({}); worker types: {}", table, len(t), summary, ", ".join(t.worker_types))
+    )
     noisy = noisy_rows(t.rows)
     if noisy:
         rows = ", ".join(map(str, noisy[:10])) + (f" and {len(noisy) - 10} more" if len(noisy) > 10 else "")
         stdout.print(
-            f"[yellow]warning:[/] {len(noisy)} row(s) spread more than {100 * NOISY_SPREAD:.0f} % "
+            styled("[yellow]warning:[/] ") + f"{len(noisy)} row(s) spread more than {100 * NOISY_SPREAD:.0f} % "
             f"(step_time_iqr_s / step_time_median_s): rows {rows}; {REMEASURE_HINT}",
             highlight=False,
             soft_wrap=True,

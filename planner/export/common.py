@@ -67,13 +67,17 @@ def input_path(schedule: Mapping[str, Any], name: str, schedule_path: Path, over
         if not Path(override).exists():
             raise InputError("file not found", path=override)
         return Path(override)
-    entry = (schedule.get("inputs") or {}).get(name) or {}
+    inputs = schedule.get("inputs")
+    entry = inputs.get(name) if isinstance(inputs, dict) else None
     raw = entry.get("path") if isinstance(entry, dict) else None
-    if not raw:
+    if not raw or not isinstance(raw, str) or "\0" in raw:
         return None
     for candidate in (Path(raw), schedule_path.parent / raw, schedule_path.parent / Path(raw).name):
-        if candidate.exists():
-            return candidate
+        try:
+            if candidate.is_file():
+                return candidate
+        except OSError:  # e.g. a name too long for the file system
+            continue
     return None
 
 

@@ -10,16 +10,15 @@ Errors name the file and the field path (e.g. worker_types.v100.gpus).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from planner.errors import InputError
 from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int
+from planner.formats.files import parse_json, read_text
+from planner.formats.safe_yaml import load_yaml
 
 if TYPE_CHECKING:
     from planner.formats.table import ThroughputTable
@@ -30,6 +29,10 @@ GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
 CLUSTER_FORMAT = "rota.cluster/v1"
 _WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour"}
+# Bounds (a typo such as 10**12 GPUs must not exhaust memory): GPUs of one worker
+# type, and names (worker types, nodes): printable, no line breaks, at most MAX_NAME characters.
+MAX_GPUS_PER_TYPE = 100_000
+MAX_NAME = 253
 
 
 @dataclass(frozen=True)
@@ -91,13 +94,21 @@ def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
     return spec
 
 
+def _check_name(name: str, at: Where, where: str) -> str:
+    if not name or not name.isprintable() or len(name) > MAX_NAME:
+        raise at.error(where, f"{name!r} is not a valid name (printable, 1 to {MAX_NAME} characters)")
+    return name
+
+
 def _node_names(name: str, spec: dict[str, Any], n_nodes: int, at: Where, where: str) -> list[str]:
     nodes = spec.get("nodes")
     if nodes is None:
         return [f"{name}-{k}" for k in range(n_nodes)]
     if not isinstance(nodes, list) or len(nodes) != n_nodes:
         raise at.error(f"{where}.nodes", f"expected a list of {n_nodes} node names (gpus / gpus_per_node)")
-    return [str(node) for node in nodes]
+    if any(isinstance(node, (dict, list)) for node in nodes):
+        raise at.error(f"{where}.nodes", "expected node names, found a mapping or list")
+    return [_check_name(str(node), at, f"{where}.nodes") for node in nodes]
 
 
 def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> WorkerType:
@@ -105,6 +116,8 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     where = f"worker_types.{name}"
     spec = _worker_spec(raw, at, where)
     gpus = parse_int(spec["gpus"], at, f"{where}.gpus", positive=True, strict=True, wording=COUNT)
+    if gpus > MAX_GPUS_PER_TYPE:
+        raise at.error(f"{where}.gpus", f"{gpus} GPUs is more than the {MAX_GPUS_PER_TYPE} one worker type may have")
     per_node = parse_int(
         spec.get("gpus_per_node", gpus), at, f"{where}.gpus_per_node", positive=True, strict=True, wording=COUNT
     )
@@ -128,19 +141,15 @@ def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
     seen_nodes: dict[str, str] = {}
     result: dict[str, WorkerType] = {}
     for name, spec in types.items():
+        _check_name(str(name), at, "worker_types")
         result[str(name)] = _worker_type(str(name), spec, at, seen_nodes)
     return Cluster(result, path=str(path))
 
 
 def read_cluster(path: str | os.PathLike) -> Cluster:
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+    text = read_text(path)
+    data = parse_json(text, path) if path.suffix.lower() == ".json" else load_yaml(text, path)
     return cluster_from_dict(data, path=path)
 
 

@@ -66,6 +66,10 @@ NON_NEGATIVE_FINITE = replace(  # progress reports
     _same("must be a non-negative finite number, got {value!r}"), unparsable=PLAIN.unparsable
 )
 
+# Bounds on magnitudes (a typo such as 1e308 steps must not make a simulation run forever).
+MAX_STEPS = 1e12  # a job's total steps
+MAX_ID = 253  # characters of a job id
+
 TRUE_WORDS = ("1", "true", "yes", "y")
 FALSE_WORDS = ("", "0", "false", "no", "n")
 

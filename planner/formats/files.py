@@ -11,18 +11,41 @@ from typing import Any
 
 from planner.errors import InputError
 
+# Bounds on what a document may hold (a hostile file must not exhaust time or memory).
+MAX_DEPTH = 64  # nesting of YAML mappings / lists (rota's documents need a handful)
 
-def read_json(path: str | os.PathLike) -> Any:
-    """Parsed JSON, or InputError naming the file (missing, unreadable, bad JSON)."""
+
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 text file, or InputError naming it (missing, a folder, unreadable, binary)."""
     path = Path(path)
     if not path.exists():
         raise InputError("file not found", path=path)
+    if path.is_dir():
+        raise InputError("is a folder, expected a file", path=path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        bad = f"byte {exc.object[exc.start]:#04x} at offset {exc.start}"
+        raise InputError(f"not UTF-8 text ({bad}; binary, or another encoding)", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", path=path) from None
+
+
+def parse_json(text: str, path: object) -> Any:
+    """Parsed JSON text, or InputError naming the file (bad JSON, nested too deeply)."""
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc}", path=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read: {exc}", path=path) from None
+    except RecursionError:
+        raise InputError("invalid JSON: nested too deeply", path=path) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise InputError(f"invalid JSON: {str(exc).splitlines()[0]}", path=path) from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Parsed JSON, or InputError naming the file (missing, unreadable, bad JSON)."""
+    return parse_json(read_text(path), path)
 
 
 def file_digest(path: str | os.PathLike) -> str:

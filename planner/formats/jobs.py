@@ -20,7 +20,16 @@ import pandas as pd
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
-from planner.formats.fields import JOB_LIST, Where, optional_float, optional_text, required_text, whole
+from planner.formats.fields import (
+    JOB_LIST,
+    MAX_ID,
+    MAX_STEPS,
+    Where,
+    optional_float,
+    optional_text,
+    required_text,
+    whole,
+)
 from planner.formats.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
@@ -134,7 +143,7 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
     steps = _number(raw, "total_steps", at, positive=True)
     duration = _number(raw, "duration_s", at, positive=True)
     if steps is not None and duration is None:
-        return steps
+        return check_steps(steps, raw.get("total_steps"), at)
     if steps is not None or duration is None:
         raise at.error("total_steps", "give exactly one of total_steps and duration_s")
     ref = optional_text(raw.get("reference_worker_type"))
@@ -143,7 +152,21 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
     rate = 0.0 if ref is None else inputs.table.solo(ref, job_type)
     if rate <= 0:
         raise at.error("reference_worker_type", f"{job_type.label} has no positive throughput on {ref!r}")
-    return duration * rate
+    return check_steps(duration * rate, raw.get("duration_s"), at, "duration_s")
+
+
+def check_steps(steps: float, value: Any, at: Where, field: str = "total_steps") -> float:
+    """At most MAX_STEPS (InputError otherwise)."""
+    if steps > MAX_STEPS:
+        raise at.error(field, f"{value!r} makes {steps:g} steps, more than the {MAX_STEPS:g} a job may have")
+    return steps
+
+
+def check_job_id(job_id: str, at: Where) -> str:
+    """Printable (no line breaks or tabs), at most MAX_ID characters; launchers map it to safe names."""
+    if not job_id.isprintable() or len(job_id) > MAX_ID:
+        raise at.error("job_id", f"{job_id!r} is not a valid job id (printable, at most {MAX_ID} characters)")
+    return job_id
 
 
 def _parse_job(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_id: str) -> Job:
@@ -192,7 +215,7 @@ def parse_jobs(
     seen: dict[str, int] = {}
     for row, raw in enumerate(records, start=1):
         at = Where(path, row)
-        job_id = required_text(raw.get("job_id"), at, "job_id")
+        job_id = check_job_id(required_text(raw.get("job_id"), at, "job_id"), at)
         if job_id in seen:
             raise at.error("job_id", f"duplicate job id {job_id!r} (first in row {seen[job_id]})")
         seen[job_id] = row

@@ -15,6 +15,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.fields import NON_NEGATIVE_FINITE, Where, is_blank, parse_flag, parse_float
+from planner.formats.files import read_text
 
 PROGRESS_FORMAT = "rota.progress/v1"
 
@@ -98,7 +99,7 @@ def job_progress(raw: Any, *, path: object, row: int | None) -> tuple[str, JobPr
     if raw.get("gpus") is not None:
         try:
             gpus = tuple((str(g["node"]), int(g["gpu"])) for g in raw["gpus"])
-        except (TypeError, KeyError, ValueError):
+        except (TypeError, KeyError, ValueError, OverflowError):
             raise InputError("expected a list of {node, gpu}", path=path, row=row, field="gpus") from None
     finished = parse_flag(raw.get("finished", False), Where(path, row), "finished")
     return str(raw["job_id"]).strip(), JobProgress(steps_done, finished, gpus)
@@ -122,10 +123,13 @@ def read_progress(path: str | os.PathLike) -> Progress:
 
 
 def _parse_json(path: Path) -> Any:
+    text = read_text(path)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"cannot parse: {exc}", path=path) from None
+        return json.loads(text)
+    except RecursionError:
+        raise InputError("cannot parse: nested too deeply", path=path) from None
+    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
 
 
 def _read_folder(folder: Path) -> Progress:
@@ -147,6 +151,8 @@ def _read_csv(path: Path) -> Progress:
     except Exception as exc:
         raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
     frame.columns = [str(c).strip() for c in frame.columns]
+    if "job_id" not in frame.columns:
+        raise InputError("missing column (expected job_id, steps_done[, finished])", path=path, field="job_id")
     records = [
         {k: v for k, v in rec.items() if not (k in ("finished", "gpus") and str(v).strip() == "")}
         for rec in frame.to_dict(orient="records")

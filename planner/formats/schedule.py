@@ -133,9 +133,17 @@ def document_problems(data: Any) -> list[tuple[str | None, str]]:
     return out
 
 
+# Job-entry fields that are a number or null when present.
+_OPTIONAL_NUMBERS = ("arrival_s", "steps_done_at_start", "expected_finish_s", "steps_done_after")
+
+
 def job_entry_problem(info: Any) -> str | None:
     if not isinstance(info, dict) or not is_number(info.get("total_steps")):
         return "'total_steps' must be a number"
+    for key in _OPTIONAL_NUMBERS:
+        value = info.get(key)
+        if value is not None and not is_number(value, finite=key == "steps_done_at_start"):
+            return f"'{key}' must be a number"
     return None
 
 

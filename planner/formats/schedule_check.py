@@ -93,10 +93,14 @@ def check_schedule(
     jobs: dict = schedule["jobs"]
     done: dict[str, float] = {}
     for jid, info in jobs.items():
-        if job_entry_problem(info) is not None:
-            out.append(Violation("structure", f"job {jid!r}: 'total_steps' must be a number"))
+        if (problem := job_entry_problem(info)) is not None:
+            out.append(Violation("structure", f"job {jid!r}: {problem}"))
             continue
-        done[jid] = float(info.get("steps_done_at_start") or 0.0)
+        start = info.get("steps_done_at_start") or 0.0
+        if not is_number(start):
+            out.append(Violation("structure", f"job {jid!r}: 'steps_done_at_start' must be a number"))
+            continue
+        done[jid] = float(start)
     node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
     context = _Context(cluster, jobs, done, node_type, table, job_types)
     previous = None

@@ -320,7 +320,7 @@ class _Reader:
             raise
         except _Invalid as exc:
             raise self.error(key, str(exc)) from None
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError, RecursionError) as exc:
             raise self.error(key, f"unexpected value {_short(value)} ({exc})") from None
 
     def fields(self, data: Mapping[str, Any], spec: tuple[Field, ...], row: int | None = None) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster
 from planner.formats.fields import TRACE, Where, check_range, parse_float, parse_int
-from planner.formats.jobs import Job, read_jobs
+from planner.formats.files import read_text
+from planner.formats.jobs import Job, check_steps, read_jobs
 from planner.formats.table import JobType, ThroughputTable, split_model_label
 
 TRACE_COLUMNS = [
@@ -98,6 +99,7 @@ def _parse_line(parts: list[str], at: Where) -> _TraceLine:
         value[name] = parse(raw[name], at, name, minimum=minimum, wording=TRACE)
     for name in _POSITIVE_COLUMNS:
         check_range(value[name], raw[name], at, name, positive=True, wording=TRACE)
+    check_steps(value["total_steps"], raw["total_steps"], at)
     return _TraceLine(
         parts[0].strip(),
         parts[1].strip(),
@@ -140,15 +142,6 @@ def _trace_job(
     )
 
 
-def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not a text file ({exc.reason})", path=path) from None
-
-
 def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: Cluster | None = None) -> list[Job]:
     """Parse a Gavel `.trace` file; job ids are the 0-based line order (Gavel's ids).
 
@@ -156,7 +149,7 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
     decrease, as Gavel asserts.
     """
     path = Path(path)
-    text = _read_text(path)
+    text = read_text(path)
     known = frozenset(table.job_types)
     biggest = None if cluster is None else max(w.gpus for w in cluster.worker_types.values())
     jobs: list[Job] = []
