@@ -5,6 +5,7 @@ from __future__ import annotations
 import colorsys
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from planner.errors import InputError
@@ -46,12 +47,12 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
     tables = []
     for w, spec in cluster.worker_types.items():
         gpus = spec.gpu_slots()
-        grid = Table(title=f"{w}: {spec.gpus} GPU(s) on {len(spec.nodes)} node(s)", show_lines=False)
+        grid = Table(title=f"{escape(w)}: {spec.gpus} GPU(s) on {len(spec.nodes)} node(s)", show_lines=False)
         grid.add_column("round", justify="right")
         grid.add_column("start", justify="right")
         grid.add_column("end", justify="right")
         for node, g in gpus:
-            grid.add_column(f"{node}\n{g}" if g == 0 else f"\n{g}", justify="center")
+            grid.add_column(f"{escape(node)}\n{g}" if g == 0 else f"\n{g}", justify="center")
         for r in chosen:
             held = {}
             for a in r["assignments"]:
@@ -78,7 +79,7 @@ def timeline_tables(schedule: dict, cluster, chosen: list[dict]) -> list:
         finish = info.get("expected_finish_s")
         legend.add_row(
             f"[{colour[jid]}]{code}[/]",
-            jid,
+            escape(jid),  # user text: shown as written, never read as markup
             str(info.get("scale_factor", "?")),
             f"{info.get('total_steps', 0):,.0f}",
             "-" if finish is None else duration(finish),
