@@ -382,9 +382,6 @@ def test_cli_user_errors_raise_input_error(tmp_path):
 # --------------------------------------------------------------------------- Gavel's table
 
 
-@pytest.mark.skipif(
-    not (GAVEL / "simulation_throughputs.json").exists(), reason=f"Gavel reference table not found at {GAVEL}"
-)
 def test_gavel_hidden_pairs_beat_the_partner_mean():
     from planner.formats.gavel_json import import_gavel
 

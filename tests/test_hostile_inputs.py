@@ -112,11 +112,10 @@ def test_generic_hostile_file(tmp_path, reader, content):
     _refused(read, path)
 
 
-@pytest.mark.parametrize("reader", READERS)
+# A progress folder is a valid input (one file per job): those readers are left out.
+@pytest.mark.parametrize("reader", [r for r in READERS if not r.startswith("progress")])
 def test_folder_instead_of_file(tmp_path, reader):
     name, read = READERS[reader]
-    if reader.startswith("progress"):
-        pytest.skip("a progress folder is a valid input (one file per job)")
     folder = tmp_path / name
     folder.mkdir()
     _refused(read, folder)
