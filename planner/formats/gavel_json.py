@@ -18,7 +18,7 @@ from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.fields import Where, parse_float
 from planner.formats.files import read_json
-from planner.formats.table import COLUMNS, ThroughputTable, model_label, split_model_label
+from planner.formats.table import COLUMNS, ThroughputTable, model_label, row_key, split_model_label
 
 
 def _parse_key(key: str, *, path: object, where: str) -> tuple[str, int]:
@@ -89,16 +89,7 @@ def to_gavel(table: ThroughputTable) -> dict[str, dict[str, dict[str, Any]]]:
     pair_value: dict[tuple, float] = {}
     for r in table.rows:
         if r["partner_model"] is not None:
-            pair_value[
-                (
-                    r["worker_type"],
-                    r["model"],
-                    r["batch_size"],
-                    r["scale_factor"],
-                    r["partner_model"],
-                    r["partner_batch_size"],
-                )
-            ] = r["throughput"]
+            pair_value[row_key(r)] = r["throughput"]
     for r in table.rows:
         key = repr((model_label(r["model"], r["batch_size"]), r["scale_factor"]))
         entry = out.setdefault(r["worker_type"], {}).setdefault(key, {})
