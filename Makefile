@@ -15,8 +15,9 @@ $(VENV)/.planner: pyproject.toml
 	touch $@
 
 # Profiler extra: torch + torchvision (large; only needed by profiler/ and models/).
+# The tests also run the Ray exports on a local Ray cluster, so they install the ray extra.
 $(VENV)/.profiler: $(VENV)/.planner
-	$(PY) -m pip install -q -e '.[profiler,test]'
+	$(PY) -m pip install -q -e '.[profiler,test,ray]'
 	touch $@
 
 demo: $(VENV)/.planner
@@ -30,7 +31,7 @@ test: $(VENV)/.profiler
 
 # Lint and type gate (CI runs it before the tests): ruff lint + format check, mypy.
 $(VENV)/.lint: $(VENV)/.profiler
-	$(PY) -m pip install -q -e '.[profiler,test,lint]'
+	$(PY) -m pip install -q -e '.[profiler,test,ray,lint]'
 	touch $@
 
 lint: $(VENV)/.lint
