@@ -218,6 +218,16 @@ def test_every_command_has_help_with_an_example():
         assert result.exit_code == 0 and "Example" in result.output, command
 
 
+def test_help_shows_no_type_for_flags_and_keeps_it_for_values():
+    # A flag takes no value: `--gavel-compat <bool>` would read as if it wanted one.
+    result = runner.invoke(app, ["simulate", "--help"], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[1]: line for line in result.output.splitlines() if line.startswith("│") and "--" in line}
+    assert "<bool>" not in result.output
+    assert "--gavel-compat" in lines and "<" not in lines["--gavel-compat"].split("Gavel")[0]
+    assert "<path>" in lines["--trace"] and "<int range>" in lines["--num-jobs"]
+
+
 def test_plan_state_mode_continues_round_by_round(tmp_path):
     state = tmp_path / "state.json"
     full, full_out = plan(tmp_path, "--rounds", "3")

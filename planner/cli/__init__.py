@@ -12,6 +12,7 @@ import typer
 from planner import __version__
 from planner.cli import compare, export, plan, policies, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
+from planner.cli.help_format import hide_flag_types
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -56,6 +57,7 @@ def _register() -> None:
     app.add_typer(schedule_app, name="schedule")
 
 
+hide_flag_types()
 _register()
 
 __all__ = ["app", "main", "user_errors"]
