@@ -294,3 +294,32 @@ def test_version_option():
     import planner
 
     assert result.output.strip() == f"rota {planner.__version__}"
+
+
+def test_table_validate_lists_every_problem_once(tmp_path):
+    lines = (DATA / "throughputs.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    first, third = lines[1].split(","), lines[3].split(",")
+    first[header.index("throughput")] = "-2.0"
+    third[header.index("status")] = "fast"
+    lines[1], lines[3] = ",".join(first), ",".join(third)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["table", "validate", str(bad)])
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    # Both bad rows, and no echo of them in the co-location rows whose partner they are.
+    assert len(errors) == 2, result.output
+    assert "row 1: field 'throughput'" in errors[0] and "row 3: field 'status'" in errors[1]
+    assert "2 problem(s)" in result.output
+
+
+def test_table_validate_caps_a_long_list(tmp_path):
+    rows = ["worker_type,model,batch_size,scale_factor,status,throughput"]
+    rows += [f"v100,m{i},32,1,ok,NaN" for i in range(120)]
+    bad = tmp_path / "many.csv"
+    bad.write_text("\n".join(rows) + "\n")
+    result = runner.invoke(app, ["table", "validate", str(bad)])
+    assert result.exit_code == 2
+    assert sum(line.startswith("error:") for line in result.output.splitlines()) == 50
+    assert "120 problem(s) (the first 50 shown, 70 more)" in result.output

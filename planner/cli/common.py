@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -54,6 +54,19 @@ def user_errors(func: F) -> F:
             _error(f"{exc.filename}: {exc.strerror or exc}")
 
     return wrapper  # type: ignore[return-value]
+
+
+MAX_PROBLEMS_SHOWN = 50  # a table with thousands of bad rows: the first 50 say enough
+
+
+def report_problems(problems: Sequence[Exception]) -> NoReturn:
+    """Every problem of a file, one line each ('error: ...'), then a count; exit code 2."""
+    for problem in problems[:MAX_PROBLEMS_SHOWN]:
+        err.print(styled("[bold red]error:[/] {}", one_line(str(problem))), highlight=False, soft_wrap=True)
+    more = len(problems) - MAX_PROBLEMS_SHOWN
+    tail = f" (the first {MAX_PROBLEMS_SHOWN} shown, {more} more)" if more > 0 else ""
+    err.print(f"{len(problems)} problem(s){tail}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
 
 
 def _error(message: str) -> NoReturn:

@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import out as stdout
-from planner.cli.common import styled, user_errors
+from planner.cli.common import report_problems, styled, user_errors
 from planner.errors import InputError
 from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
-from planner.formats.table import merge_tables, read_table, write_table
+from planner.formats.table import ThroughputTable, merge_tables, read_table, table_problems, write_table
 
 table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
 
@@ -57,12 +57,15 @@ def table_show(
 @table_app.command("validate")
 @user_errors
 def table_validate(table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet).")):
-    """Check a throughput table; exit code 2 with one line naming row and field if it is bad.
+    """Check a throughput table; if it is bad, list every problem (one line each, naming row and field), exit 2.
 
     Example: rota table validate data/throughputs.csv
     """
 
-    t = read_table(table)
+    rows, problems = table_problems(table)
+    if problems:
+        report_problems(problems)
+    t = ThroughputTable(rows, path=table)
     statuses: dict[str, int] = {}
     for r in t.rows:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
@@ -72,10 +75,10 @@ def table_validate(table: Path = typer.Argument(..., help="Throughput table (.cs
     )
     noisy = noisy_rows(t.rows)
     if noisy:
-        rows = ", ".join(map(str, noisy[:10])) + (f" and {len(noisy) - 10} more" if len(noisy) > 10 else "")
+        listed = ", ".join(map(str, noisy[:10])) + (f" and {len(noisy) - 10} more" if len(noisy) > 10 else "")
         stdout.print(
             styled("[yellow]warning:[/] ") + f"{len(noisy)} row(s) spread more than {100 * NOISY_SPREAD:.0f} % "
-            f"(step_time_iqr_s / step_time_median_s): rows {rows}; {REMEASURE_HINT}",
+            f"(step_time_iqr_s / step_time_median_s): rows {listed}; {REMEASURE_HINT}",
             highlight=False,
             soft_wrap=True,
         )

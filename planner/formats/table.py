@@ -160,16 +160,22 @@ def _count(raw: Mapping[str, Any], at: Where, field: str) -> int | None:
     return optional_int(raw.get(field), at, field, minimum=0, wording=TABLE_INTEGER)
 
 
-def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
-    """One raw record (CSV cells or Python values) as a validated row, or InputError.
-    Fields are checked in column order, so a row's first fault is the one reported."""
-    at = Where(path, row)
+def _parse_key(raw: Mapping[str, Any], at: Where) -> tuple:
+    """The key fields of a raw record, in row_key's order (InputError if one is bad)."""
     worker_type = required_text(raw.get("worker_type"), at, "worker_type")
     model = required_text(raw.get("model"), at, "model")
     scale = raw.get("scale_factor")
     scale_factor = parse_int(1 if is_blank(scale) else scale, at, "scale_factor", minimum=1, wording=TABLE_INTEGER)
     batch_size = optional_int(raw.get("batch_size"), at, "batch_size", minimum=1, wording=TABLE_INTEGER)
     partner_model, partner_batch_size = _partner(raw, at)
+    return worker_type, model, batch_size, scale_factor, partner_model, partner_batch_size
+
+
+def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
+    """One raw record (CSV cells or Python values) as a validated row, or InputError.
+    Fields are checked in column order, so a row's first fault is the one reported."""
+    at = Where(path, row)
+    worker_type, model, batch_size, scale_factor, partner_model, partner_batch_size = _parse_key(raw, at)
     status = parse_choice(raw.get("status"), at, "status", STATUSES, what="status") or "ok"
     return TableRow(
         worker_type=worker_type,
@@ -214,49 +220,75 @@ def _describe_key(key: tuple) -> str:
 def validate_records(
     records: Iterable[Mapping[str, Any]], *, columns: Iterable[str], path: object = "<table>"
 ) -> list[TableRow]:
-    """Parse and check raw rows; return normalised rows or raise InputError.
+    """Parse and check raw rows; return normalised rows or raise the first problem as InputError.
 
     Row numbers in messages count data rows from 1 (the CSV header is not a row).
     """
+    rows, problems = check_records(records, columns=columns, path=path)
+    if problems:
+        raise problems[0]
+    return rows
+
+
+def check_records(
+    records: Iterable[Mapping[str, Any]], *, columns: Iterable[str], path: object = "<table>"
+) -> tuple[list[TableRow], list[InputError]]:
+    """Every problem of a table at once (for `rota table validate`), with the rows that parsed."""
     columns = list(columns)
-    for column in columns:
-        if column not in COLUMNS:
-            raise InputError(f"unknown column (expected a subset of: {', '.join(COLUMNS)})", path=path, field=column)
-    for column in REQUIRED_COLUMNS:
-        if column not in columns:
-            raise InputError("required column is missing", path=path, field=column)
+    problems = [
+        InputError(f"unknown column (expected a subset of: {', '.join(COLUMNS)})", path=path, field=column)
+        for column in columns
+        if column not in COLUMNS
+    ]
+    missing = [column for column in REQUIRED_COLUMNS if column not in columns]
+    if missing:  # every row would fail on the same field: say it once
+        return [], problems + [InputError("required column is missing", path=path, field=c) for c in missing]
 
     rows: list[TableRow] = []
     first_seen: dict[tuple, int] = {}
     for index, raw in enumerate(records, start=1):
-        parsed = _parse_row(raw, path=path, row=index)
+        try:
+            parsed = _parse_row(raw, path=path, row=index)
+        except InputError as exc:
+            problems.append(exc)
+            try:  # a row whose key is sound still counts as present for its partners' checks
+                first_seen.setdefault(_parse_key(raw, Where(path, index)), index)
+            except InputError:
+                pass
+            continue
         key = row_key(parsed)
         if key in first_seen:
-            raise InputError(
-                f"duplicate of row {first_seen[key]} ({_describe_key(key)})", path=path, row=index, field="worker_type"
+            problems.append(
+                InputError(
+                    f"duplicate of row {first_seen[key]} ({_describe_key(key)})",
+                    path=path,
+                    row=index,
+                    field="worker_type",
+                )
             )
+            continue
         first_seen[key] = index
         rows.append(parsed)
+    problems += _partner_problems(first_seen, path)
+    return rows, problems
 
-    # A co-location row needs its partner's solo row and the mirror row.
-    for index, r in enumerate(rows, start=1):
-        if r["partner_model"] is None:
+
+def _partner_problems(first_seen: Mapping[tuple, int], path: object) -> list[InputError]:
+    """A co-location row needs its partner's solo row and the mirror row."""
+    problems = []
+    for (worker_type, model, batch_size, scale, partner, partner_batch), index in first_seen.items():
+        if partner is None:
             continue
-        partner_solo = (r["worker_type"], r["partner_model"], r["partner_batch_size"], r["scale_factor"], None, None)
-        mirror = (
-            r["worker_type"],
-            r["partner_model"],
-            r["partner_batch_size"],
-            r["scale_factor"],
-            r["model"],
-            r["batch_size"],
-        )
+        partner_solo = (worker_type, partner, partner_batch, scale, None, None)
+        mirror = (worker_type, partner, partner_batch, scale, model, batch_size)
         for needed, what in ((partner_solo, "solo row"), (mirror, "mirror pair row")):
             if needed not in first_seen:
-                raise InputError(
-                    f"partner has no {what} ({_describe_key(needed)})", path=path, row=index, field="partner_model"
+                problems.append(
+                    InputError(
+                        f"partner has no {what} ({_describe_key(needed)})", path=path, row=index, field="partner_model"
+                    )
                 )
-    return rows
+    return problems
 
 
 # --------------------------------------------------------------------------- the table
@@ -371,25 +403,35 @@ def _records_from_frame(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def read_table(path: str | os.PathLike) -> ThroughputTable:
     """Read a CSV or Parquet table (by suffix) and validate it."""
     path = Path(path)
+    columns, records = _raw_records(path)
+    return ThroughputTable.from_records(records, columns=columns, path=path)
+
+
+def table_problems(path: str | os.PathLike) -> tuple[list[TableRow], list[InputError]]:
+    """Every problem of the table at `path` (an unreadable file is one problem, raised)."""
+    path = Path(path)
+    columns, records = _raw_records(path)
+    return check_records(records, columns=columns, path=path)
+
+
+def _raw_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    """Column names and raw records of a CSV or Parquet table, without any checks."""
     if not path.exists():
         raise InputError("file not found", path=path)
     suffix = path.suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise InputError(
+            "unsupported table format (use .csv or .parquet; import Gavel JSON with 'rota table import-gavel')",
+            path=path,
+        )
     try:
         if suffix == ".csv":
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        elif suffix in (".parquet", ".pq"):
-            return _read_parquet(path)
-        else:
-            raise InputError(
-                "unsupported table format (use .csv or .parquet; import Gavel JSON with 'rota table import-gavel')",
-                path=path,
-            )
-    except InputError:
-        raise
+            frame.columns = [str(c).strip() for c in frame.columns]
+            return list(frame.columns), _records_from_frame(frame)
+        return _parquet_records(path)
     except Exception as exc:  # parser errors carry no row/field; name the file
         raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
-    frame.columns = [str(c).strip() for c in frame.columns]
-    return ThroughputTable.from_records(_records_from_frame(frame), columns=frame.columns, path=path)
 
 
 def write_table(table: ThroughputTable, path: str | os.PathLike) -> None:
@@ -449,11 +491,3 @@ def _parquet_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
 
     arrow = pq.read_table(path)
     return list(arrow.column_names), arrow.to_pylist()
-
-
-def _read_parquet(path: Path) -> ThroughputTable:
-    try:
-        columns, records = _parquet_records(path)
-    except Exception as exc:
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
-    return ThroughputTable.from_records(records, columns=columns, path=path)
