@@ -16,8 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
 from planner.formats.fields import (
@@ -238,6 +236,8 @@ def read_jobs(path: str | os.PathLike, *, table: ThroughputTable, cluster: Clust
                 raise InputError("expected a list of job objects", path=path)
             records, columns = data, None
         else:
+            import pandas as pd  # half a second to import: only CSV job lists need it
+
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
             frame.columns = [str(c).strip() for c in frame.columns]
             records, columns = frame.to_dict(orient="records"), list(frame.columns)

@@ -19,10 +19,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypedDict, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, get_args
 
 import numpy as np
-import pandas as pd
 
 from planner.errors import InputError
 from planner.formats.atomic import write_with
@@ -39,6 +38,9 @@ from planner.formats.fields import (
     parse_int,
     required_text,
 )
+
+if TYPE_CHECKING:  # pandas costs half a second to import; only the file readers and writers need it
+    import pandas as pd
 
 TABLE_FORMAT = "rota.table/v1"
 
@@ -377,6 +379,8 @@ class ThroughputTable:
         return np.where(ok, own, 0.0), np.where(ok, partner, 0.0)
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
+
         frame = pd.DataFrame(self.rows, columns=COLUMNS)
         for column in _INT_COLUMNS:
             frame[column] = frame[column].astype("Int64")
@@ -394,6 +398,8 @@ class ThroughputTable:
 
 def _records_from_frame(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Raw records with missing cells as empty strings (what a CSV cell holds)."""
+    import pandas as pd
+
     return [
         {str(key): "" if value is pd.NA or value is None else value for key, value in rec.items()}
         for rec in frame.to_dict(orient="records")
@@ -426,6 +432,8 @@ def _raw_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
         )
     try:
         if suffix == ".csv":
+            import pandas as pd
+
             frame = pd.read_csv(path, dtype=str, keep_default_na=False)
             frame.columns = [str(c).strip() for c in frame.columns]
             return list(frame.columns), _records_from_frame(frame)
@@ -479,6 +487,8 @@ def append_rows(path: str | os.PathLike, new_rows: Iterable[Mapping[str, Any]]) 
 def _read_rows_unchecked(path: Path) -> list[TableRow]:
     """Rows parsed one by one, without cross-row checks (for appending)."""
     if path.suffix.lower() == ".csv":
+        import pandas as pd
+
         records = _records_from_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
     else:
         records = _parquet_records(path)[1]
