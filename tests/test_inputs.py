@@ -119,3 +119,32 @@ def test_jobs_json_and_unknown_column(tmp_path, inputs):
     bad = write_jobs(tmp_path, "a,LM,20,1,10,1", header="job_id,model,batch_size,scale_factor,total_steps,speed")
     with pytest.raises(InputError, match="field 'speed': unknown column"):
         read_jobs(bad, table=table, cluster=cluster)
+
+
+def test_csv_records_header_bom_blank_lines_and_short_rows(tmp_path):
+    from planner.formats.files import read_csv_records
+
+    path = tmp_path / "t.csv"
+    path.write_text('\ufeff a , b ,c\n1,"x, y",3\n\n4,5\n', encoding="utf-8")
+    columns, records = read_csv_records(path)
+    assert columns == ["a", "b", "c"]
+    assert records == [{"a": "1", "b": "x, y", "c": "3"}, {"a": "4", "b": "5", "c": ""}]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "empty file (no header row)"),
+        ("a,b\n1,2\n3,4,5\n", "row 2: has 3 cells, the header has 2"),
+        ("a,b\n\xff\xfe,1\n", "not UTF-8 text"),
+    ],
+)
+def test_csv_records_errors_name_file_and_row(tmp_path, text, expected):
+    from planner.formats.files import read_csv_records
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode("latin-1"))
+    with pytest.raises(InputError) as caught:
+        read_csv_records(path)
+    assert str(caught.value).startswith(str(path)) and expected in str(caught.value)
+    assert "\n" not in str(caught.value)

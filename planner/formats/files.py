@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 from collections.abc import Mapping
@@ -41,6 +43,28 @@ def parse_json(text: str, path: object) -> Any:
         raise InputError("invalid JSON: nested too deeply", path=path) from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         raise InputError(f"invalid JSON: {str(exc).splitlines()[0]}", path=path) from None
+
+
+def read_csv_records(path: str | os.PathLike) -> tuple[list[str], list[dict[str, str]]]:
+    """A CSV file as (column names, records of raw strings), or InputError naming file and row.
+
+    Blank lines are skipped and row numbers count data rows from 1 (the header is not a row);
+    a short row's missing cells are empty strings, a row with more cells than the header is an error.
+    """
+    text = read_text(path).removeprefix("\ufeff")  # a byte-order mark is not part of the first name
+    try:
+        rows = [row for row in csv.reader(io.StringIO(text, newline="")) if row]
+    except csv.Error as exc:
+        raise InputError(f"cannot parse: {exc}", path=path) from None
+    if not rows:
+        raise InputError("cannot parse: empty file (no header row)", path=path)
+    columns = [name.strip() for name in rows[0]]
+    records = []
+    for index, row in enumerate(rows[1:], start=1):
+        if len(row) > len(columns):
+            raise InputError(f"has {len(row)} cells, the header has {len(columns)}", path=path, row=index)
+        records.append(dict(zip(columns, row + [""] * (len(columns) - len(row)))))
+    return columns, records
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -28,6 +28,7 @@ from planner.formats.fields import (
     required_text,
     whole,
 )
+from planner.formats.files import read_csv_records
 from planner.formats.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
@@ -236,11 +237,7 @@ def read_jobs(path: str | os.PathLike, *, table: ThroughputTable, cluster: Clust
                 raise InputError("expected a list of job objects", path=path)
             records, columns = data, None
         else:
-            import pandas as pd  # half a second to import: only CSV job lists need it
-
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-            frame.columns = [str(c).strip() for c in frame.columns]
-            records, columns = frame.to_dict(orient="records"), list(frame.columns)
+            columns, records = read_csv_records(path)
     except InputError:
         raise
     except Exception as exc:

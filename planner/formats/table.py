@@ -38,6 +38,7 @@ from planner.formats.fields import (
     parse_int,
     required_text,
 )
+from planner.formats.files import read_csv_records
 
 if TYPE_CHECKING:  # pandas costs half a second to import; only the file readers and writers need it
     import pandas as pd
@@ -396,16 +397,6 @@ class ThroughputTable:
 # --------------------------------------------------------------------------- I/O
 
 
-def _records_from_frame(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    """Raw records with missing cells as empty strings (what a CSV cell holds)."""
-    import pandas as pd
-
-    return [
-        {str(key): "" if value is pd.NA or value is None else value for key, value in rec.items()}
-        for rec in frame.to_dict(orient="records")
-    ]
-
-
 def read_table(path: str | os.PathLike) -> ThroughputTable:
     """Read a CSV or Parquet table (by suffix) and validate it."""
     path = Path(path)
@@ -430,13 +421,9 @@ def _raw_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
             "unsupported table format (use .csv or .parquet; import Gavel JSON with 'rota table import-gavel')",
             path=path,
         )
+    if suffix == ".csv":
+        return read_csv_records(path)
     try:
-        if suffix == ".csv":
-            import pandas as pd
-
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-            frame.columns = [str(c).strip() for c in frame.columns]
-            return list(frame.columns), _records_from_frame(frame)
         return _parquet_records(path)
     except Exception as exc:  # parser errors carry no row/field; name the file
         raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
@@ -487,9 +474,7 @@ def append_rows(path: str | os.PathLike, new_rows: Iterable[Mapping[str, Any]]) 
 def _read_rows_unchecked(path: Path) -> list[TableRow]:
     """Rows parsed one by one, without cross-row checks (for appending)."""
     if path.suffix.lower() == ".csv":
-        import pandas as pd
-
-        records = _records_from_frame(pd.read_csv(path, dtype=str, keep_default_na=False))
+        records = read_csv_records(path)[1]
     else:
         records = _parquet_records(path)[1]
     return [_parse_row(rec, path=path, row=i) for i, rec in enumerate(records, start=1)]
