@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from planner import __version__
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
 from planner.formats.files import input_records
@@ -114,12 +116,15 @@ def estimate_finishes(engine: Engine) -> dict[str, float]:
     for i, jid in enumerate(solve.job_ids):
         if jid in rate:
             rate[jid] += sum(float(x[i, j]) * engine.rate((jid,), j)[0] for j in range(x.shape[1]) if x[i, j] > 0)
-    for pair, row in (solve.allocation.pair_x or {}).items():
-        if all(jid in rate for jid in pair):
-            for j, share in enumerate(row):
-                if share > 0:
-                    for jid, r in zip(pair, engine.rate(pair, j)):
-                        rate[jid] += float(share) * r
+    pair_x = solve.allocation.pair_x or {}
+    if pair_x:
+        # Packing lists every candidate pair (~n²/30 of them); only a few get time: visit those.
+        pairs, shares = list(pair_x), np.asarray(list(pair_x.values()), dtype=float)
+        for p, j in zip(*np.nonzero(shares > 0)):
+            pair = pairs[p]
+            if all(jid in rate for jid in pair):
+                for jid, r in zip(pair, engine.rate(pair, int(j))):
+                    rate[jid] += float(shares[p, j]) * r
     out = {}
     for jid, r in rate.items():
         outcome = engine.outcomes[jid]

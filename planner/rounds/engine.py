@@ -22,7 +22,7 @@ import numpy as np
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
 from planner.formats.jobs import Job
-from planner.formats.table import ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 from planner.policies.base import Allocation, Policy, Stateful
 from planner.policies.problem import build_problem
 from planner.rounds.mechanism import (
@@ -177,6 +177,11 @@ class Engine:
         self._rates: dict[Key, list[tuple[float, ...]]] = {}  # per entry, per type, from the true table
         self._type_index = {w: j for j, w in enumerate(self.types)}
         self._runnable: dict[Key, np.ndarray] = {}  # per entry: types where every member runs
+        self._rates_by_types: dict[tuple[int, ...], list[tuple[float, ...]]] = {}  # shared by entries
+        self._runnable_by_types: dict[tuple[int, ...], np.ndarray] = {}
+        self._type_numbers: dict[JobType, int] = {}  # job type -> small number, in order of first sight
+        self._numbered_types: list[JobType] = []
+        self._type_number: dict[str, int] = {}  # job id -> its type's number
         self._scale: dict[Key, int] = {}  # per entry: GPUs it needs at once
         self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
@@ -294,23 +299,48 @@ class Engine:
         """Steps/s of each member of `key` on type j; zeros where it cannot run."""
         rates = self._rates.get(key)
         if rates is None:
-            rates = self._rates[key] = [self._rate(key, jj) for jj in range(len(self.types))]
+            rates = self._rates[key] = self._type_rates(self._job_types(key))
         return rates[j]
 
     def runnable(self, key: Key) -> np.ndarray:
         ok = self._runnable.get(key)
         if ok is None:
-            ok = self._runnable[key] = np.array([min(self.rate(key, j)) > 0 for j in range(len(self.types))])
+            types = self._job_types(key)
+            ok = self._runnable_by_types.get(types)
+            if ok is None:
+                rates = self._type_rates(types)
+                ok = self._runnable_by_types[types] = np.array([min(r) > 0 for r in rates])
+            self._runnable[key] = ok
         return ok
 
-    def _rate(self, key: Key, j: int) -> tuple[float, ...]:
-        w = self.types[j]
-        members = [self.active[jid] for jid in key]
-        if self.cluster.capacity(w) < members[0].scale_factor:
-            return tuple(0.0 for _ in members)
-        if len(members) == 1:
-            return (self.table.solo(w, members[0].job_type),)
-        return self.table.pair(w, members[0].job_type, members[1].job_type)
+    def _job_types(self, key: Key) -> tuple[int, ...]:
+        """The members' job types as small numbers (tuples of ints hash in C; JobType in Python)."""
+        numbers = self._type_number
+        return tuple(numbers[jid] if jid in numbers else self._number_type(jid) for jid in key)
+
+    def _number_type(self, jid: str) -> int:
+        job_type = self.active[jid].job_type
+        number = self._type_numbers.setdefault(job_type, len(self._type_numbers))
+        if number == len(self._numbered_types):
+            self._numbered_types.append(job_type)
+        self._type_number[jid] = number
+        return number
+
+    def _type_rates(self, types: tuple[int, ...]) -> list[tuple[float, ...]]:
+        # Rates depend only on the members' job types: thousands of jobs (and millions of
+        # candidate pairs) share a few hundred type combinations, so look the table up once each.
+        rates = self._rates_by_types.get(types)
+        if rates is None:
+            job_types = tuple(self._numbered_types[n] for n in types)
+            rates = self._rates_by_types[types] = [self._rate(job_types, w) for w in self.types]
+        return rates
+
+    def _rate(self, types: tuple[JobType, ...], w: str) -> tuple[float, ...]:
+        if self.cluster.capacity(w) < types[0].scale_factor:
+            return tuple(0.0 for _ in types)
+        if len(types) == 1:
+            return (self.table.solo(w, types[0]),)
+        return self.table.pair(w, types[0], types[1])
 
     # one round -------------------------------------------------------------
     def _pull(self) -> None:
@@ -453,6 +483,7 @@ class Engine:
 
     def _complete(self, jid: str) -> None:
         del self.active[jid]
+        self._type_number.pop(jid, None)
         for key in [k for k in self.mech.job_time if jid in k]:
             self.mech.remove(key)
             self._rates.pop(key, None)
