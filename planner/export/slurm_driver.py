@@ -8,7 +8,7 @@ because Slurm's own is coarse (`--time` in whole minutes, `--signal` up to a min
 
 * at round_s - grace_s after the submission, SIGTERM to every running job's processes (they
   checkpoint) and cancel what has not started yet;
-* at round_s, SIGKILL to whatever still runs;
+* at round_s, cancel whatever still runs (Slurm's SIGTERM, then SIGKILL after its KillWait);
 * the round is over once no job is left in the queue.
 
 Then each job's state and exit code go into a JSON report (`state_file` of the plan, or
@@ -108,8 +108,9 @@ def signal_running(ids: list[str], name: str) -> None:
 
 
 def cancel(ids: list[str]) -> None:
+    """Slurm's cancel: SIGTERM to every process, SIGKILL KillWait seconds later (30 by default;
+    a SIGKILL from scancel is a cancel too, so nothing ends a job sooner)."""
     if ids:
-        run_tool(["scancel", "--state=RUNNING", "--signal=KILL", "--full", *ids])
         run_tool(["scancel", *ids])
 
 

@@ -31,9 +31,11 @@ def _export(tmp_path, placements, commands, round_s):
     return out
 
 
-def test_failed_and_never_started_jobs_make_the_round_fail(slurm, tmp_path):
-    """A job that fails and one still pending at the deadline (its GPUs are held by a job outside
-    the plan): exit status 1, states FAILED and CANCELLED, and no minute-long scancel retries."""
+def test_failed_overrunning_and_never_started_jobs_make_the_round_fail(slurm, tmp_path):
+    """A job that fails, one that ignores SIGTERM and one still pending at the deadline (its GPUs
+    are held by a job outside the plan): exit status 1, states FAILED and CANCELLED, the round
+    ends at its length (not at the --time limit, whole minutes), and no minute-long scancel
+    retries."""
     env = environment(slurm.env())
     blocker = subprocess.run(
         ["sbatch", "--parsable", "--nodelist=v100-1", "--gres=gpu:v100:4", "--time=5", "--wrap=sleep 300"],
@@ -47,9 +49,15 @@ def test_failed_and_never_started_jobs_make_the_round_fail(slurm, tmp_path):
             [
                 Placement(["ok"], "a100", [("a100-node-0", 0)]),
                 Placement(["fails"], "a100", [("a100-node-0", 1)]),
+                Placement(["overruns"], "a100", [("a100-node-0", 2)]),
                 Placement(["waits"], "v100", [("v100-1", 0)]),
             ],
-            {"ok": fake_command(fake), "fails": fake_command(fake, "--fail"), "waits": fake_command(fake)},
+            {
+                "ok": fake_command(fake),
+                "fails": fake_command(fake, "--fail"),
+                "overruns": fake_command(fake, "--ignore-term", "--run-s", "300"),
+                "waits": fake_command(fake),
+            },
             round_s=8,
         )
         run = run_driver(out, env)
@@ -59,10 +67,14 @@ def test_failed_and_never_started_jobs_make_the_round_fail(slurm, tmp_path):
     jobs = {j["job_id"]: j for j in run.report["rounds"][0]["jobs"]}
     assert (jobs["ok"]["state"], jobs["ok"]["exit_code"]) == ("COMPLETED", 0)
     assert (jobs["fails"]["state"], jobs["fails"]["exit_code"]) == ("FAILED", 3)
-    assert jobs["waits"]["state"] == "CANCELLED"
+    assert jobs["waits"]["state"] == jobs["overruns"]["state"] == "CANCELLED"
     assert run.report["exit_status"] == 1
-    assert run.seconds < 40, f"the round of 8 s took {run.seconds:.0f} s"  # scancel used to retry for 95 s
-    assert {e["job_id"] for e in events(fake) if e["event"] == "start"} == {"ok", "fails"}
+    # scancel used to retry for 95 s; Slurm's own limit would have been 1 minute (+ KillWait=5 s)
+    assert run.seconds < 40, f"the round of 8 s took {run.seconds:.0f} s"
+    log = events(fake)
+    assert {e["job_id"] for e in log if e["event"] == "start"} == {"ok", "fails", "overruns"}
+    assert [e["event"] for e in log if e["job_id"] == "overruns"][0:2] == ["start", "signal"]
+    assert not [e for e in log if e["job_id"] == "overruns" and e["event"] == "stop"], "killed, not stopped"
 
 
 def test_a_refused_submission_cancels_what_was_submitted(slurm, tmp_path):
