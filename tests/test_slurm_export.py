@@ -144,3 +144,12 @@ def test_driver_cancels_what_it_submitted_when_sbatch_fails(tmp_path):
     assert status == 2 and report["exit_status"] == 2
     assert "scancel 101" in calls  # the id sbatch gave the first script
     assert [j["job_id"] for j in report["rounds"][0]["jobs"]] == ["solo"]
+
+
+def test_driver_refuses_a_round_it_does_not_have(tmp_path):
+    out = tmp_path / "out"
+    export_schedule("slurm", load_context(_schedule(tmp_path, {"solo": "true"})), out)
+    env = _stub_tools(tmp_path / "bin")
+    done = subprocess.run([str(out / "driver.sh"), "round-0009"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "no such round: round-0009 (this export has round-0000)" in done.stderr
+    assert not (tmp_path / "bin" / "calls.txt").exists(), "nothing submitted"

@@ -157,8 +157,8 @@ DRIVER = """#!/bin/sh
 #        ./driver.sh round-0003   one round (what the next-round loop runs)
 # Runs {driver} (Python 3, standard library only) with the rounds listed in {rounds}.
 # ROUND_S and GRACE_S (seconds) override the plan's; STATE_FILE where the job state report goes.
-# Exit status: 0 every job completed, 1 a job failed or was cancelled, 2 a submission failed,
-# 130/143 interrupted; submitted jobs are cancelled in the last two cases.
+# Exit status: 0 every job completed, 1 a job failed or was cancelled, 2 a submission failed or no such round,
+# 130/143 interrupted; after a refused submission or an interruption the submitted jobs are cancelled.
 cd "$(dirname "$0")" || exit 2
 exec "${{PYTHON:-python3}}" {driver} {rounds} "$@"
 """

@@ -13,8 +13,9 @@ because Slurm's own is coarse (`--time` in whole minutes, `--signal` up to a min
 
 Then each job's state and exit code go into a JSON report (`state_file` of the plan, or
 STATE_FILE). Exit status: 0 every job completed; 1 a job failed, was cancelled or is unknown;
-2 a submission failed (the round's jobs were cancelled); 128 + N after signal N (SIGINT,
-SIGTERM, SIGHUP: the jobs were cancelled). ROUND_S and GRACE_S override the plan's times.
+2 a submission failed (the round's jobs were cancelled) or no such round; 128 + N after
+signal N (SIGINT, SIGTERM, SIGHUP: the jobs were cancelled). ROUND_S and GRACE_S override the
+plan's times.
 
 Copied next to the scripts; Python 3 standard library only, nothing from rota.
 """
@@ -231,7 +232,8 @@ def select_rounds(plan: dict, wanted: list[str]) -> list[dict]:
     by_dir = {r["dir"]: r for r in plan["rounds"]}
     unknown = [w for w in wanted if w.rstrip("/") not in by_dir]
     if unknown:
-        raise SystemExit(f"error: no such round: {', '.join(unknown)} (this export has {', '.join(by_dir)})")
+        print(f"error: no such round: {', '.join(unknown)} (this export has {', '.join(by_dir)})", file=sys.stderr)
+        raise SystemExit(2)
     return [by_dir[w.rstrip("/")] for w in wanted] if wanted else plan["rounds"]
 
 
