@@ -59,7 +59,7 @@ def packed_schedule(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def uneven_schedule(packed_schedule, tmp_path) -> Path:
-    """One hand-made round: a 4-GPU gang split 2+1+1 over t4 nodes (Slurm: a heterogeneous job)."""
+    """One hand-made round: a 4-GPU gang split 2+1+1 over t4 nodes (Slurm: --gpus, its total)."""
     s = json.loads(packed_schedule.read_text())
     s["rounds"] = [
         {
@@ -144,7 +144,7 @@ def assignment_from(processes) -> dict:
     return {
         "jobs": [env["ROTA_JOB_ID"] for _, env in processes],
         "worker_type": env0["ROTA_WORKER_TYPE"],
-        "gpus": _gpus(env0["ROTA_GPUS"]),
+        "gpus": _gpus(env0["ROTA_PLANNED_GPUS"]),
         "planned_steps": {env["ROTA_JOB_ID"]: int(env["ROTA_PLANNED_STEPS"]) for _, env in processes},
     }
 
@@ -171,6 +171,14 @@ def sbatch_components(text: str) -> list[dict[str, str]]:
     return components
 
 
+def slurm_task(text: str) -> str:
+    """The node task of a batch script: the shell word assigned to ROTA_TASK."""
+    start = text.index("\nROTA_TASK=") + len("\nROTA_TASK=")
+    lexer = shlex.shlex(text[start:], posix=True)
+    lexer.whitespace_split = True
+    return next(iter(lexer))
+
+
 def test_slurm_scripts(packed_schedule, tmp_path):
     ctx = load_context(packed_schedule)
     files = export_schedule("slurm", ctx, tmp_path, partition="gpu", grace_s=90)
@@ -182,13 +190,14 @@ def test_slurm_scripts(packed_schedule, tmp_path):
     for script in scripts:
         text = script.read_text()
         (component,) = sbatch_components(text)  # demo gangs split evenly: no heterogeneous jobs
-        processes = parse_launch(text)
+        processes = parse_launch(slurm_task(text))
         a = assignment_from(processes)
+        assert all("ROTA_GPUS" not in env for _, env in processes), "set from Slurm's allocation, not the plan"
         nodes = list(dict.fromkeys(g["node"] for g in a["gpus"]))
         per_node = len(a["gpus"]) // len(nodes)
         assert component["gres"] == f"gpu:{a['worker_type']}:{per_node}"
         assert component["nodelist"] == ",".join(nodes) and component["nodes"] == str(len(nodes))
-        assert component["time"] == time_limit(schedule["round_s"]) == "00:06:00"
+        assert component["time"] == time_limit(schedule["round_s"]) == "00:07:00"
         assert component["signal"] == "B:USR1@90" and component["partition"] == "gpu"
         assert all(cmd == COMMANDS[env["ROTA_JOB_ID"]] for cmd, env in processes)
         by_round.setdefault(int(script.parent.name.split("-")[1]), []).append(a)
@@ -198,16 +207,15 @@ def test_slurm_scripts(packed_schedule, tmp_path):
         subprocess.run(["bash", "-n", str(path)], check=True)
 
 
-def test_slurm_uneven_gang_is_a_heterogeneous_job(uneven_schedule, tmp_path):
+def test_slurm_uneven_gang_asks_for_its_total(uneven_schedule, tmp_path):
+    """Not a heterogeneous job (those start only in Slurm's backfill pass): the total, submitted last."""
     export_schedule("slurm", load_context(uneven_schedule), tmp_path)
     text = (tmp_path / "round-0000" / "resnet50-a.sbatch").read_text()
-    components = sbatch_components(text)
-    assert [(c["nodelist"], c["gres"]) for c in components] == [
-        ("t4-0", "gpu:t4:2"),
-        ("t4-1", "gpu:t4:1"),
-        ("t4-2", "gpu:t4:1"),
-    ]
-    assert all(c["time"] == "00:06:00" for c in components) and "job-name" in components[0]
+    (component,) = sbatch_components(text)
+    assert (component["nodelist"], component["nodes"], component["gpus"]) == ("t4-0,t4-1,t4-2", "3", "t4:4")
+    assert "gres" not in component and component["time"] == "00:07:00" and "job-name" in component
+    plan = json.loads((tmp_path / "slurm_rounds.json").read_text())
+    assert [s["script"] for s in plan["rounds"][0]["scripts"]][-1] == "round-0000/resnet50-a.sbatch"
     subprocess.run(["bash", "-n", str(tmp_path / "round-0000" / "resnet50-a.sbatch")], check=True)
 
 
@@ -220,6 +228,7 @@ def test_slurm_driver_submits_rounds_in_order(packed_schedule, tmp_path):
     (bin_dir / "sbatch").write_text(f'#!/bin/sh\necho "$2" >> {log}\necho $$\n')
     (bin_dir / "squeue").write_text("#!/bin/sh\nexit 0\n")  # every job already left the queue
     (bin_dir / "scancel").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho JobId=$4 JobState=COMPLETED ExitCode=0:0\n")
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}

@@ -250,6 +250,33 @@ def gpus_by_node(assignment: Assignment) -> list[tuple[str, list[int]]]:
     return list(out.items())
 
 
+# The gang contract, the same under every launcher: a job's command runs once per node of its
+# gang, and every process sees these four (also a one-node job: 1, 0, its own host).
+NUM_NODES = "ROTA_NUM_NODES"  # nodes in the gang
+NODE_RANK = "ROTA_NODE_RANK"  # this node's rank, 0 .. ROTA_NUM_NODES - 1
+MASTER_ADDR = "ROTA_MASTER_ADDR"  # host name of rank 0's node
+MASTER_PORT = "ROTA_MASTER_PORT"  # a port for the gang's rendezvous, fixed per job id
+GANG_VARIABLES = (NUM_NODES, NODE_RANK, MASTER_ADDR, MASTER_PORT)
+MASTER_PORT_BASE = 29500  # torch.distributed's default port, and the 999 above it
+
+
+def master_port(job_id: str) -> int:
+    """The job's rendezvous port: 29500 + (a hash of its id) mod 1000, the same on every node and
+    launcher; co-located jobs get different ports unless their hashes collide (1 in 1000)."""
+    digest = hashlib.sha256(job_id.encode()).digest()
+    return MASTER_PORT_BASE + int.from_bytes(digest[:4], "big") % 1000
+
+
+def gang_env(*, num_nodes: int, node_rank: int, master_addr: str, job_id: str) -> dict[str, str]:
+    """The four gang variables of one process (launchers that know them when they export)."""
+    return {
+        NUM_NODES: str(num_nodes),
+        NODE_RANK: str(node_rank),
+        MASTER_ADDR: master_addr,
+        MASTER_PORT: str(master_port(job_id)),
+    }
+
+
 def job_env(
     schedule: Schedule,
     rnd: Round,
@@ -262,6 +289,7 @@ def job_env(
     """What a job's process is told about its round (all strings)."""
     others = [o for o in assignment["jobs"] if o != jid]
     info = schedule.jobs.get(jid, JobEntry())
+    planned_gpus = ",".join(f"{g['node']}:{g['gpu']}" for g in assignment["gpus"])
     env = {
         "ROTA_JOB_ID": jid,
         "ROTA_ROUND": str(rnd["index"]),
@@ -272,8 +300,11 @@ def job_env(
         "ROTA_WORKER_TYPE": assignment["worker_type"],
         "ROTA_NODES": ",".join(n for n, _ in gpus_by_node(assignment)),
         "ROTA_NUM_GPUS": str(len(assignment["gpus"])),
-        "ROTA_GPUS": ",".join(f"{g['node']}:{g['gpu']}" for g in assignment["gpus"]),
+        "ROTA_GPUS": planned_gpus,  # a launcher that knows the GPUs a job really got replaces it
+        "ROTA_PLANNED_GPUS": planned_gpus,
         "ROTA_CO_LOCATED_WITH": ",".join(others),
+        NUM_NODES: str(len(gpus_by_node(assignment))),
+        MASTER_PORT: str(master_port(jid)),
     }
     if progress_dir:
         env["ROTA_PROGRESS_FILE"] = f"{progress_dir.rstrip('/')}/{progress_file_name(jid)}"

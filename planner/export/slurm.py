@@ -1,20 +1,21 @@
-"""Slurm export: one batch script per assignment per round, and a driver.
+"""Slurm export: one batch script per assignment per round, and a driver that runs them.
 
-Each script asks for exactly the placement: typed GRES `gpu:<worker type>:<n>`
-on the nodes the plan chose (`--nodelist`), `--time` = the round length, and
-`--signal=B:USR1@<grace>` so the batch shell is told `grace` seconds before the
-limit; it forwards SIGTERM to the job, which checkpoints. A gang whose nodes
-hold different GPU counts becomes a heterogeneous job (one component per node).
-Co-located jobs share one allocation and run side by side.
+Each script asks for exactly the placement: the planned nodes (`--nodelist`) and typed GPUs,
+`--gres=gpu:<worker type>:<n>` per node, or `--gpus=<worker type>:<total>` where a gang's nodes
+hold different counts (a heterogeneous job would wait for Slurm's backfill pass, up to a minute).
+Inside the allocation `srun` starts the task once per node; the task finds its rank and the GPUs
+Slurm really gave it, then runs the launch wrapper (common.launch_script) with the commands.
 
-`driver.sh` submits a round's scripts together and starts the next round when
-they have all left the queue (or cancels what is left, after a SIGTERM, once
-the round plus the grace period is over). Jobs that continue are submitted
-again with the next round: their restart is the requeue.
+The round's clock is the driver's (slurm_driver.py): Slurm rounds `--time` up to minutes and
+sends `--signal` warnings up to a minute early, so the driver itself sends SIGTERM at the
+round's end minus the grace period and cancels what is left at the end. `--time` is the round
+rounded up to whole minutes plus one, and `--signal=B:USR1@<grace>` stays as a safety net for a
+driver that died: with the extra minute it can never come before the driver's own signal.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Sequence
@@ -23,6 +24,8 @@ from pathlib import Path
 from planner.errors import InputError
 from planner.export.common import (
     DEFAULT_GRACE_S,
+    MASTER_ADDR,
+    NODE_RANK,
     ExportContext,
     assignment_label,
     checked_name,
@@ -39,13 +42,63 @@ from planner.export.common import (
 )
 from planner.formats.schedule import Assignment, Round
 
+ROUNDS_FORMAT = "rota.slurm-rounds/v1"
+DRIVER_FILE = "slurm_driver.py"
+ROUNDS_FILE = "slurm_rounds.json"
+STATE_FILE = "slurm-state.json"
 
-def time_limit(seconds: float) -> str:
-    """Slurm's [D-]HH:MM:SS, rounded up to whole seconds."""
-    total = max(1, math.ceil(seconds))
-    days, rest = divmod(total, 86400)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+
+def time_limit(round_s: float) -> str:
+    """`--time` for a round: whole minutes (Slurm rounds seconds up to minutes anyway), one more
+    than the round needs, so Slurm's limit and its early warning never cut the round short."""
+    minutes = math.ceil(max(1.0, round_s) / 60) + 1
+    days, rest = divmod(minutes * 60, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:00"
     return f"{days}-{text}" if days else text
+
+
+def node_task(planned_gpus: str, launch: str) -> str:
+    """What runs once per node: rank and real GPUs from Slurm's environment, then the launch wrapper.
+
+    SLURM_STEP_GPUS holds the node's GPU indices as gres.conf numbers them (CUDA_VISIBLE_DEVICES
+    is renumbered from 0 where Slurm confines devices); outside Slurm (a dry run) the plan's slots stand."""
+    return "\n".join(
+        [
+            f"export {NODE_RANK}=${{SLURM_NODEID:-0}}",
+            'if [ -n "${SLURM_JOB_ID:-}" ]; then',
+            "  gpus=${SLURM_STEP_GPUS:-${SLURM_JOB_GPUS:-${CUDA_VISIBLE_DEVICES:-}}} node=${SLURMD_NODENAME:-}",
+            '  ROTA_GPUS=""',
+            '  for g in $(echo "$gpus" | tr , " "); do ROTA_GPUS="${ROTA_GPUS:+$ROTA_GPUS,}$node:$g"; done',
+            "else",
+            f"  ROTA_GPUS={shlex.quote(planned_gpus)}",
+            "fi",
+            "export ROTA_GPUS",
+            launch,
+        ]
+    )
+
+
+# The batch shell: srun runs the node task once per node (rank 0 on this, the first node); a
+# trapped signal interrupts `wait`, so it waits again until srun has really exited.
+BATCH_BODY = f"""export {MASTER_ADDR}="$(hostname)"
+if [ -n "${{SLURM_JOB_ID:-}}" ]; then
+  trap 'scancel --signal=TERM "$SLURM_JOB_ID"' USR1
+  srun --nodes="$SLURM_JOB_NUM_NODES" --ntasks="$SLURM_JOB_NUM_NODES" --ntasks-per-node=1 \\
+    --kill-on-bad-exit=0 /bin/sh -c "$ROTA_TASK" &
+  srun_pid=$!
+  while :; do
+    wait "$srun_pid"; status=$?
+    kill -0 "$srun_pid" 2>/dev/null || break
+  done
+  exit "$status"
+fi
+exec /bin/sh -c "$ROTA_TASK"   # not under Slurm: one node, rank 0
+"""
+
+
+def uneven(nodes: list[tuple[str, list[int]]]) -> bool:
+    """A gang whose nodes hold different GPU counts (one --gres count cannot say it)."""
+    return len({len(gpus) for _, gpus in nodes}) > 1
 
 
 def batch_script(
@@ -65,89 +118,49 @@ def batch_script(
     nodes = gpus_by_node(assignment)
     for node, _ in nodes:
         checked_name(node, field="gpus.node", path=where)
-    common = [f"--time={time_limit(context.round_s)}"]
-    if partition:
-        common.append(f"--partition={checked_name(partition, field='--partition')}")
-    if account:
-        common.append(f"--account={checked_name(account, field='--account')}")
-    first = [
+    if uneven(nodes):  # Slurm spreads the total over the nodes; the driver submits these last
+        gpus = f"--gpus={w}:{len(assignment['gpus'])}"
+    else:
+        gpus = f"--gres=gpu:{w}:{len(nodes[0][1])}"
+    options = [
         f"--job-name=rota-r{rnd['index']:04d}-{file_name(label)}",
-        "--output=logs/%x-%j.out",
-        f"--signal=B:USR1@{grace_s}",
-        "--no-requeue",
-        *extra,
+        f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(n for n, _ in nodes)}",
+        "--ntasks-per-node=1",
+        gpus,
+        f"--time={time_limit(context.round_s)}",
     ]
-    counts = {len(gpus) for _, gpus in nodes}
-    if len(counts) == 1:
-        components = [
-            [
-                f"--nodes={len(nodes)}",
-                f"--nodelist={','.join(n for n, _ in nodes)}",
-                f"--gres=gpu:{w}:{counts.pop()}",
-                "--ntasks-per-node=1",
-            ]
-        ]
-    else:  # unequal GPUs per node: one heterogeneous component per node
-        components = [
-            ["--nodes=1", f"--nodelist={node}", f"--gres=gpu:{w}:{len(gpus)}", "--ntasks-per-node=1"]
-            for node, gpus in nodes
-        ]
-    lines = ["#!/bin/bash", header(context, f"round {rnd['index']}, {label} on {w}").rstrip("\n")]
-    for k, component in enumerate(components):
-        if k:
-            lines.append("#SBATCH hetjob")
-        options = component + common + (first if k == 0 else [])
-        lines += [f"#SBATCH {option}" for option in options]
+    if partition:
+        options.append(f"--partition={checked_name(partition, field='--partition')}")
+    if account:
+        options.append(f"--account={checked_name(account, field='--account')}")
+    options += ["--output=logs/%x-%j.out", f"--signal=B:USR1@{grace_s}", "--no-requeue", *extra]
+    planned = ",".join(f"{g['node']}:{g['gpu']}" for g in assignment["gpus"])
+    commands = commands_of(context, rnd, assignment, grace_s=grace_s, progress_dir=progress_dir)
+    for _, env in commands:
+        del env["ROTA_GPUS"]  # the node task sets it from what Slurm allocated
     steps = ", ".join(f"{j}={n}" for j, n in assignment["planned_steps"].items())
-    lines.append(f"# planned steps: {comment_text(steps)}")
-    lines.append(f"# GPUs (plan): {', '.join(f'{n}:{g}' for n, gs in nodes for g in gs)}")
-    lines.append(f"export ROTA_NUM_NODES={len(nodes)}")
-    lines.append("")
-    lines.append(launch_script(commands_of(context, rnd, assignment, grace_s=grace_s, progress_dir=progress_dir)))
+    lines = [
+        "#!/bin/bash",
+        header(context, f"round {rnd['index']}, {label} on {w}").rstrip("\n"),
+        *(f"#SBATCH {option}" for option in options),
+        f"# planned steps: {comment_text(steps)}",
+        f"# GPUs (plan): {planned.replace(',', ', ')}",
+        f"ROTA_TASK={shlex.quote(node_task(planned, launch_script(commands)))}",
+        BATCH_BODY,
+    ]
     return "\n".join(lines)
 
 
-DRIVER = """#!/bin/bash
+DRIVER = """#!/bin/sh
 {header}# Usage: ./driver.sh              every round below, in order
 #        ./driver.sh round-0003   one round (what the next-round loop runs)
-# A round's scripts are submitted together. The round is over when all of them have left the
-# queue (their --time ends them), or at the latest ROUND_S + GRACE_S seconds after submission:
-# then what is left gets SIGTERM (checkpoint), GRACE_S seconds, and is cancelled.
-set -euo pipefail
-cd "$(dirname "$0")"
-ROUND_S=${{ROUND_S:-{round_s}}}
-GRACE_S=${{GRACE_S:-{grace_s}}}
-ROUNDS=({rounds})
-
-run_round() {{
-  local dir=$1 script id ids=()
-  for script in "$dir"/*.sbatch; do
-    [ -e "$script" ] || continue
-    id=$(sbatch --parsable "$script")
-    ids+=("${{id%%;*}}")
-  done
-  [ "${{#ids[@]}}" -gt 0 ] || return 0
-  local list deadline
-  list=$(IFS=,; echo "${{ids[*]}}")
-  deadline=$(( $(date +%s) + ROUND_S + GRACE_S ))
-  echo "round $dir: submitted ${{#ids[@]}} job(s): $list"
-  while [ -n "$(squeue -h -j "$list" -o %i 2>/dev/null)" ]; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then
-      scancel --full --signal=TERM "${{ids[@]}}" 2>/dev/null || true
-      sleep "$GRACE_S"
-      scancel "${{ids[@]}}" 2>/dev/null || true
-      break
-    fi
-    sleep 5
-  done
-}}
-
-mkdir -p logs
-if [ "$#" -gt 0 ]; then
-  for dir in "$@"; do run_round "$dir"; done
-else
-  for dir in "${{ROUNDS[@]}}"; do run_round "$dir"; done
-fi
+# Runs {driver} (Python 3, standard library only) with the rounds listed in {rounds}.
+# ROUND_S and GRACE_S (seconds) override the plan's; STATE_FILE where the job state report goes.
+# Exit status: 0 every job completed, 1 a job failed or was cancelled, 2 a submission failed or no such round,
+# 130/143 interrupted; after a refused submission or an interruption the submitted jobs are cancelled.
+cd "$(dirname "$0")" || exit 2
+exec "${{PYTHON:-python3}}" {driver} {rounds} "$@"
 """
 
 
@@ -156,6 +169,14 @@ def _sbatch_option(option: str) -> str:
     if not option.isprintable():
         raise InputError(f"{option!r} holds a line break or another unprintable character", field="--sbatch-option")
     return option if option.startswith("--") else f"--{option}"
+
+
+def state_file(progress_dir: str | None) -> str:
+    """Where the driver writes its job state report: next to the progress folder, else under logs/."""
+    if not progress_dir:
+        return f"logs/{STATE_FILE}"
+    folder = progress_dir.rstrip("/") or "/"
+    return f"{folder}-{STATE_FILE}" if folder != "/" else f"/{STATE_FILE}"
 
 
 def export_slurm(
@@ -175,7 +196,8 @@ def export_slurm(
     files: dict[str, str] = {}
     rounds = []
     for rnd in context.document.rounds:
-        rounds.append(round_dir(rnd["index"]))
+        first: list[dict] = []
+        last: list[dict] = []  # uneven gangs last: the GPUs then left free on their nodes are the planned ones
         for a in rnd["assignments"]:
             rel = f"{round_dir(rnd['index'])}/{file_name(assignment_label(a))}.sbatch"
             files[rel] = batch_script(
@@ -188,10 +210,18 @@ def export_slurm(
                 extra=extra,
                 progress_dir=progress_dir,
             )
-    files["driver.sh"] = DRIVER.format(
-        header=header(context, "Slurm driver"),
-        round_s=math.ceil(context.round_s),
-        grace_s=grace,
-        rounds=" ".join(shlex.quote(r) for r in rounds),
-    )
-    return write_files(out_dir, files, executable=["driver.sh"])
+            (last if uneven(gpus_by_node(a)) else first).append({"script": rel, "jobs": list(a["jobs"])})
+        rounds.append({"dir": round_dir(rnd["index"]), "index": rnd["index"], "scripts": first + last})
+    plan = {
+        "format": ROUNDS_FORMAT,
+        "schedule": context.schedule_path.name,
+        "round_s": context.round_s,
+        "grace_s": grace,
+        "progress_dir": progress_dir,
+        "state_file": state_file(progress_dir),
+        "rounds": rounds,
+    }
+    files[ROUNDS_FILE] = json.dumps(plan, indent=1) + "\n"
+    files[DRIVER_FILE] = (Path(__file__).parent / DRIVER_FILE).read_text(encoding="utf-8")
+    files["driver.sh"] = DRIVER.format(header=header(context, "Slurm driver"), driver=DRIVER_FILE, rounds=ROUNDS_FILE)
+    return write_files(out_dir, files, executable=["driver.sh", DRIVER_FILE])

@@ -10,6 +10,7 @@ can check where and when it ran, which signal it saw and what it was told.
     --ignore-term    ignore termination signals (a job that will be killed at the time limit)
     --fail           exit 3 at once without a checkpoint or progress report
     --rate-scale X   train X times the planned rate (default 1)
+    --run-s S        train for S seconds whatever was planned (a job that overruns its round)
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def main() -> int:
     parser.add_argument("--ignore-term", action="store_true")
     parser.add_argument("--fail", action="store_true")
     parser.add_argument("--rate-scale", type=float, default=1.0)
+    parser.add_argument("--run-s", type=float, default=None)
     args = parser.parse_args()
 
     folder = os.environ["FAKE_TRAIN_DIR"]
@@ -104,7 +106,13 @@ def main() -> int:
     started = time.time()
     steps = 0.0
     remaining = max(0.0, total - resumed) if total else float("inf")
-    while "reason" not in stop and steps < min(planned * args.rate_scale, remaining):
+
+    def training() -> bool:
+        if args.run_s is not None:
+            return time.time() - started < args.run_s
+        return steps < min(planned * args.rate_scale, remaining)
+
+    while "reason" not in stop and training():
         time.sleep(0.2)
         steps = min((time.time() - started) * rate, remaining)
     done = resumed + steps
