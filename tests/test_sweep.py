@@ -55,7 +55,8 @@ def test_sweep_runs_every_point_once_and_resumes(table_path, tmp_path, monkeypat
     assert calls == []  # everything was already done
     lines = (out / "results.jsonl").read_text().splitlines()
     (out / "results.jsonl").write_text("\n".join(lines[:-1]) + '\n{"key": "torn')  # killed mid-write
-    again = run_sweep(spec(table_path), out)
+    with pytest.warns(UserWarning, match="line 4 was cut off"):
+        again = run_sweep(spec(table_path), out)
     assert len(calls) == 1 and [r["key"] for r in again] == [r["key"] for r in records]
 
 

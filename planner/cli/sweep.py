@@ -11,12 +11,22 @@ from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import err, out
+from planner.cli.common import err, one_line, out, styled
 from planner.cli.simulate import parse_window
 from planner.errors import InputError
 from planner.formats.inputs import load_cluster, load_table
 from planner.formats.trace import read_trace
-from planner.modes.sweep import SweepSpec, attach_rho, rate_grid, run_sweep, summary_rows, write_summary_csv
+from planner.modes.sweep import (
+    SweepSpec,
+    attach_rho,
+    load_results,
+    rate_grid,
+    run_sweep,
+    summary_rows,
+    write_summary_csv,
+)
+from planner.modes.sweep_results import RESULTS
+from planner.modes.sweep_workers import SweepInterrupted
 from planner.policies import POLICY_NAMES
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.sweep_figures import make_sweep_plots
@@ -44,8 +54,20 @@ def sweep_command(
     round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length tau in seconds."),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
-    jobs: int = typer.Option(
-        1, "--workers", "--jobs", min=1, help="Simulations run in parallel (worker processes); --jobs is the old name."
+    jobs: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        "--jobs",
+        min=1,
+        help="Simulations run at once: worker processes (default 1), or Ray tasks in flight with --ray "
+        "(default: one per cluster CPU); --jobs is the old name.",
+    ),
+    ray_address: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        metavar="ADDRESS|auto",
+        help="Run the points as tasks on this Ray cluster (auto: RAY_ADDRESS, else the one on this machine); "
+        "needs the ray extra.",
     ),
     out_dir: Path = typer.Option(
         Path("sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
@@ -63,6 +85,8 @@ def sweep_command(
     --policies max_min_fairness,max_min_fairness_perf --rates 0:6:16 --seeds 0,1,2
     --window 4000:5000 --gavel-compat --workers 8 --out fig8/
 
+    On a Ray cluster: add --ray auto (or --ray HOST:PORT).
+
     Your own jobs instead of generated ones: rota sweep --table data/throughputs.csv
     --cluster data/cluster.yaml --trace data/jobs.csv --policies fifo,max_min_fairness_perf --out mine/
     """
@@ -79,6 +103,8 @@ def sweep_command(
     if any(n < 1 for n in job_counts):
         raise InputError("static job counts must be positive", field="--static-jobs")
     formats = [f.strip() for f in plot_format.split(",") if f.strip()]
+    if ray_address is not None and not ray_address.strip():
+        raise InputError("give a Ray address (HOST:PORT) or 'auto'", field="--ray")
     thr, spec_cluster = load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
     if trace is not None:
         read_trace(trace, thr, spec_cluster)
@@ -99,22 +125,7 @@ def sweep_command(
         max_active_jobs=max_active,
     )
 
-    with Progress(
-        TextColumn("[bold]sweep[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("sweep", total=len(spec.points()), last="")
-
-        def on_point(rec, done, total):
-            bar.update(task, completed=done, last=f"{rec['key']}: {rec['status']}")
-
-        records = run_sweep(spec, out_dir, jobs=jobs, on_point=on_point)
+    records = _run_with_progress(spec, out_dir, jobs, ray_address, quiet=as_json)
     attach_rho(records, out_dir)
     write_summary_csv(records, out_dir / "summary.csv")
     setting = f"cluster {cluster}" + (f", jobs {window} measured" if window else "") + f", seeds {seeds}"
@@ -153,6 +164,46 @@ def sweep_command(
         )
     out.print(grid)
     out.print(f"wrote {out_dir / 'summary.csv'}" + (f" and {len(plots)} plot files" if plots else ""))
+
+
+def _run_with_progress(
+    spec: SweepSpec, out_dir: Path, jobs: int | None, ray_address: str | None, *, quiet: bool
+) -> list[dict]:
+    """run_sweep behind a progress bar; warnings as one line each; SIGTERM/SIGINT: say what
+    was kept and exit 128 + the signal's number."""
+    with Progress(
+        TextColumn("[bold]sweep[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=quiet,
+    ) as bar:
+        task = bar.add_task("sweep", total=len(spec.points()), last="")
+
+        def on_point(rec, done, total):
+            bar.update(task, completed=done, last=f"{rec['key']}: {rec['status']}")
+
+        def on_warning(message: str) -> None:
+            err.print(styled("[yellow]warning:[/] {}", one_line(message)), highlight=False, soft_wrap=True)
+
+        try:
+            records = run_sweep(
+                spec, out_dir, jobs=jobs, ray_address=ray_address, on_point=on_point, on_warning=on_warning
+            )
+        except SweepInterrupted as stop:
+            bar.stop()
+            finished = len(load_results(out_dir))
+            err.print(
+                f"{stop}: {finished} of {len(spec.points())} points are in {out_dir / RESULTS}; "
+                "run the same command again to resume",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(128 + stop.signum) from None
+    return records
 
 
 def _number(value: float | None, spec: str) -> str:

@@ -1,8 +1,10 @@
 """Load sweeps: policies x input rates (or static job counts) x seeds, in parallel.
 
 Each finished point is appended as one JSON line to `results.jsonl` in the
-output folder, and its per-job results go to `jobs/<point>.csv`; a rerun
-skips every point already in `results.jsonl` (resumable). Points are run in
+output folder (sweep_results.py), and its per-job results go to
+`jobs/<point>.csv`; a rerun skips every point already in `results.jsonl`
+(resumable). Points run here, in worker processes (sweep_workers.py) or as
+Ray tasks (sweep_ray.py); the records are the same. Points are run in
 order of increasing load; once a (policy, seed) saturates, its heavier points
 are recorded as saturated without running them. Points whose offered load
 alone exceeds the cluster (spec: "rates it cannot serve") are never run.
@@ -14,8 +16,8 @@ import csv
 import json
 import math
 import os
+import warnings
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,11 +28,14 @@ from planner.formats.trace import read_trace
 from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.metrics import distribution, rho
 from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
+from planner.modes.sweep_ray import cluster_cpus, connected, import_ray, run_on_ray
+from planner.modes.sweep_results import RESULTS, append_result, cut_torn_line, read_results
+from planner.modes.sweep_workers import run_in_processes, stop_on_signals
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
-RESULTS = "results.jsonl"
 SWEEP_FORMAT = "rota.sweep/v1"
+OnPoint = Callable[[dict, int, int], None]  # (record, points finished, points in the grid)
 
 
 @dataclass(frozen=True)
@@ -117,9 +122,10 @@ def _inputs(spec: SweepSpec):
     return _CACHE[key]
 
 
-def _workload(spec: SweepSpec, point: Point, table, cluster) -> Workload:
+def _workload(spec: SweepSpec, point: Point, table, cluster, trace_jobs: list | None = None) -> Workload:
     if spec.trace is not None:
-        return Workload(jobs=read_trace(Path(spec.trace), table, cluster), description={"trace": spec.trace})
+        jobs = trace_jobs if trace_jobs is not None else read_trace(Path(spec.trace), table, cluster)
+        return Workload(jobs=jobs, description={"trace": spec.trace})
     gen = JobGenerator(
         table,
         GeneratorConfig(
@@ -133,9 +139,8 @@ def _workload(spec: SweepSpec, point: Point, table, cluster) -> Workload:
     )
 
 
-def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
-    """Simulate one point; write its per-job CSV; return its results line."""
-    table, cluster = _inputs(spec)
+def simulate_point(spec: SweepSpec, point: Point, table, cluster, trace_jobs: list | None = None) -> tuple[dict, list]:
+    """Simulate one point: its results line and its per-job rows."""
     config = SimulationConfig(
         policy=point.policy,
         round_s=spec.round_s,
@@ -145,10 +150,9 @@ def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
         solver_method=spec.solver_method,
         max_active_jobs=spec.max_active_jobs,
     )
-    result = run_simulation(table, cluster, _workload(spec, point, table, cluster), config)
-    write_job_csv(result.jobs, Path(out_dir) / "jobs" / f"{point.key}.csv")
+    result = run_simulation(table, cluster, _workload(spec, point, table, cluster, trace_jobs), config)
     metrics = result.metrics if "jct_s" in result.metrics else None  # None: saturated before running
-    return {
+    record = {
         "key": point.key,
         **asdict(point),
         "offered_load": result.metrics.get("offered_load"),
@@ -156,6 +160,25 @@ def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
         "reason": result.reason,
         "metrics": metrics,
     }
+    return record, result.jobs
+
+
+def run_point(spec: SweepSpec, point: Point, out_dir: str) -> dict:
+    """Simulate one point; write its per-job CSV; return its results line."""
+    table, cluster = _inputs(spec)
+    record, rows = simulate_point(spec, point, table, cluster)
+    write_job_csv(rows, job_csv_path(Path(out_dir), point))
+    return record
+
+
+def ray_point(spec: SweepSpec, point: Point, inputs: tuple) -> tuple[dict, list]:
+    """A Ray task: `inputs` is (table, cluster, trace jobs or None), read once by the sweep."""
+    table, cluster, trace_jobs = inputs
+    return simulate_point(spec, point, table, cluster, trace_jobs)
+
+
+def job_csv_path(out_dir: Path, point: Point) -> Path:
+    return out_dir / "jobs" / f"{point.key}.csv"
 
 
 def write_job_csv(rows: list[dict], path: Path) -> None:
@@ -178,26 +201,8 @@ def read_job_csv(path: Path) -> list[dict]:
 
 
 def load_results(out_dir: Path) -> dict[str, dict]:
-    """Finished points by key; a torn last line (killed run) is ignored."""
-    path = out_dir / RESULTS
-    done: dict[str, dict] = {}
-    if not path.exists():
-        return done
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(rec, dict) and "key" in rec:
-            done[rec["key"]] = rec
-    return done
-
-
-def _append(out_dir: Path, record: dict) -> None:
-    with (out_dir / RESULTS).open("a", encoding="utf-8") as f:
-        f.write(json.dumps(record, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Finished points by key (a torn last line is not read); InputError for a damaged line."""
+    return read_results(Path(out_dir) / RESULTS).records
 
 
 def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
@@ -220,86 +225,113 @@ def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
     write_text_atomic(path, json.dumps({"format": SWEEP_FORMAT, "setup": fixed}, indent=1) + "\n")
 
 
+class _Recorder:
+    """The sweep's bookkeeping: finished records (appended to results.jsonl as they come),
+    the lightest saturated load per (policy, seed), progress callbacks."""
+
+    def __init__(self, path: Path, done: dict[str, dict], total: int, on_point: OnPoint | None):
+        self.path, self.done, self.total, self.on_point = path, done, total, on_point
+        self.saturated: dict[tuple[str, int], float] = {}
+        for r in done.values():
+            self._note(r)
+
+    def _note(self, rec: dict) -> None:
+        if rec["status"] == "saturated":
+            group = (rec["policy"], rec["seed"])
+            self.saturated[group] = min(self.saturated.get(group, math.inf), _load(rec))
+
+    def record(self, rec: dict) -> None:
+        self.done[rec["key"]] = rec
+        append_result(self.path, rec)
+        self._note(rec)
+        if self.on_point:
+            self.on_point(rec, len(self.done), self.total)
+
+    def skip_if_heavier(self, p: Point) -> bool:
+        """Record `p` as saturated, without running it, when a lighter load of its policy and seed saturated."""
+        limit = self.saturated.get((p.policy, p.seed))
+        if limit is None or p.load < limit:
+            return False
+        self.record(
+            {
+                "key": p.key,
+                **asdict(p),
+                "status": "saturated",
+                "offered_load": None,
+                "reason": f"saturated already at {limit:g}",
+                "metrics": None,
+            }
+        )
+        return True
+
+
+def _resume(path: Path, on_warning: Callable[[str], None] | None) -> dict[str, dict]:
+    """The finished points of an earlier run; a torn last line is cut away (with a warning)."""
+    results = read_results(path)
+    if results.torn is not None:
+        message = cut_torn_line(path, results.torn)
+        if on_warning is not None:
+            on_warning(message)
+        else:
+            warnings.warn(message, stacklevel=3)
+    return results.records
+
+
 def run_sweep(
     spec: SweepSpec,
     out_dir: str | os.PathLike,
     *,
-    jobs: int = 1,
-    on_point: Callable[[dict, int, int], None] | None = None,
+    jobs: int | None = None,
+    ray_address: str | None = None,
+    on_point: OnPoint | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> list[dict]:
-    """Run every missing point (up to `jobs` processes); return all points' records in grid order."""
+    """Run every missing point; return all points' records in grid order.
+
+    Points run here (`jobs` 1 or None), in `jobs` worker processes, or as Ray tasks on the
+    cluster at `ray_address` (`jobs` in flight at once; None: one per cluster CPU).
+    SIGTERM/SIGINT raise SweepInterrupted once the workers are ended; what finished is kept."""
     out_dir = Path(out_dir)
     points = spec.points()
+    if ray_address is not None:
+        import_ray()  # a missing Ray is one line before anything is written
     _check_spec(out_dir, spec)
-    done = load_results(out_dir)
+    done = _resume(out_dir / RESULTS, on_warning)
     todo = [p for p in points if p.key not in done]
-    saturated: dict[tuple[str, int], float] = {}
-    for r in done.values():
-        if r["status"] == "saturated":
-            group = (r["policy"], r["seed"])
-            saturated[group] = min(saturated.get(group, math.inf), _load(r))
-    finished = len(points) - len(todo)
-
-    def record(rec: dict) -> None:
-        nonlocal finished
-        done[rec["key"]] = rec
-        _append(out_dir, rec)
-        finished += 1
-        if rec["status"] == "saturated":
-            group = (rec["policy"], rec["seed"])
-            saturated[group] = min(saturated.get(group, math.inf), _load(rec))
-        if on_point:
-            on_point(rec, finished, len(points))
-
-    def skip_if_heavier(p: Point) -> bool:
-        limit = saturated.get((p.policy, p.seed))
-        if limit is not None and p.load >= limit:
-            record(
-                {
-                    "key": p.key,
-                    **asdict(p),
-                    "status": "saturated",
-                    "offered_load": None,
-                    "reason": f"saturated already at {limit:g}",
-                    "metrics": None,
-                }
+    rec = _Recorder(out_dir / RESULTS, done, len(points), on_point)
+    with stop_on_signals():
+        if ray_address is not None and todo:
+            _run_on_ray(spec, todo, out_dir, ray_address, jobs, rec)
+        elif ray_address is None and (jobs or 1) > 1:
+            run_in_processes(
+                run_point, lambda p: (spec, p, str(out_dir)), todo, jobs or 1, rec.skip_if_heavier, _keep(rec)
             )
-            return True
-        return False
-
-    if jobs <= 1:
-        for p in todo:
-            if not skip_if_heavier(p):
-                record(run_point(spec, p, str(out_dir)))
-    else:
-        _run_in_processes(spec, todo, out_dir, jobs, skip_if_heavier, record)
+        else:
+            for p in todo:
+                if not rec.skip_if_heavier(p):
+                    rec.record(run_point(spec, p, str(out_dir)))
     return [done[p.key] for p in points]
 
 
-def _run_in_processes(
-    spec: SweepSpec,
-    todo: list[Point],
-    out_dir: Path,
-    jobs: int,
-    skip: Callable[[Point], bool],
-    record: Callable[[dict], None],
-) -> None:
-    """Up to `jobs` points at once, in grid order; a point is skipped (recorded saturated)
-    when a lighter load of its policy and seed saturated while it waited."""
-    queue = list(todo)
-    running: dict[Future, Point] = {}
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        while queue or running:
-            while queue and len(running) < jobs:
-                p = queue.pop(0)
-                if not skip(p):
-                    running[pool.submit(run_point, spec, p, str(out_dir))] = p
-            if not running:
-                continue
-            finished_now, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in finished_now:
-                running.pop(fut)
-                record(fut.result())
+def _keep(rec: _Recorder) -> Callable[[Point, dict], None]:
+    return lambda point, record: rec.record(record)
+
+
+def _run_on_ray(spec: SweepSpec, todo: list[Point], out_dir: Path, address: str, jobs: int | None, rec: _Recorder):
+    """The points as Ray tasks; this process writes each point's CSV and record as it ends."""
+
+    def finish(point: Point, result: tuple[dict, list]) -> None:
+        record, rows = result
+        write_job_csv(rows, job_csv_path(out_dir, point))
+        rec.record(record)
+
+    table, cluster = _inputs(spec)
+    trace_jobs = read_trace(Path(spec.trace), table, cluster) if spec.trace is not None else None
+    with connected(address) as ray:
+        limit = jobs or cluster_cpus(ray)
+        run_on_ray(
+            ray, ray_point, (table, cluster, trace_jobs), lambda p: (spec, p), todo, limit, rec.skip_if_heavier, finish
+        )
 
 
 def _load(rec: dict) -> float:
