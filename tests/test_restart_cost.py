@@ -212,3 +212,5 @@ def test_plan_and_simulate_report_restarts(tmp_path):
     sim = ["simulate", "-t", "data/throughputs.csv", "-c", "data/cluster.yaml", "--num-jobs", "6", "--gavel-compat"]
     res = runner.invoke(app, [*sim, "--restart-cost", "30", "-o", str(tmp_path / "sim")])
     assert res.exit_code == 2 and "Gavel's simulator charges no restart cost" in res.output
+    res = runner.invoke(app, ["plan", "--state", str(tmp_path / "state.json"), "--restart-cost", "30"])
+    assert res.exit_code == 2 and "apply to batch plans" in res.output

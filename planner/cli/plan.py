@@ -105,6 +105,8 @@ def plan(
         raise InputError(
             "--horizon and --until-done apply to batch plans; next-round mode takes --rounds", field="--state"
         )
+    if state is not None and (restart_cost is not None or migration_aware):
+        raise InputError("--restart-cost and --migration-aware apply to batch plans", field="--state")
     if state is not None:
         return plan_next_round_command(
             state=state,
