@@ -146,7 +146,8 @@ def test_every_new_start_is_charged_and_the_cost_stops_at_one_round():
     result = simulate(table, cluster, jobs, policy="fifo_perf", restart_cost_s=60.0)
     assert {r["job_id"]: r["jct_s"] for r in result.jobs} == {"a": 780.0, "b": 1200.0}
     assert result.metrics["goodput"] == pytest.approx(0.9)
-    # A start longer than a round takes the whole round and no step: 0, then 360, then 40.
+    # A start longer than a round takes the whole round, plus the one step every round runs
+    # (ending at 361); then 360 steps and the last 39: finish at 721 + 39 = 760.
     result = simulate(table, cluster, [Job("c", A, 400.0)], policy="fifo_perf", restart_cost_s=500.0)
     assert result.jobs[0]["jct_s"] == 760.0
     assert result.metrics["restart_gpu_s"] == 360.0

@@ -494,8 +494,9 @@ class Engine:
                 left = out.job.total_steps - out.steps_done
                 lost = self._restart_s(jid, p, held) if held is not None else 0.0
                 if lost > 0:
-                    # Restarting takes `lost` seconds of the round: fewer steps, possibly none.
-                    n: float = min(floor(r * (tau - lost)), ceil(left - 1e-9))
+                    # Restarting takes `lost` seconds of the round: fewer steps, but still at least
+                    # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
+                    n: float = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
                 else:
                     # At least one step, so a job slower than one step per round still progresses.
                     n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
