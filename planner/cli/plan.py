@@ -11,7 +11,8 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, out, styled
+from planner.cli.common import check_method, err, hours, out, styled
+from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import read_cluster, require_table_rows
@@ -21,7 +22,7 @@ from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule, schedule_csv, write_schedule
 from planner.formats.table import read_table
 from planner.modes.next_round import next_round
-from planner.modes.plan import PlanOptions, plan_batch
+from planner.modes.plan import PlanOptions, plan_batch, restart_summary
 from planner.modes.state import read_progress, read_state, write_state
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.text import duration
@@ -87,6 +88,8 @@ def plan(
     entity_policy: Optional[str] = typer.Option(
         None, "--entity-policy", help="Policy inside each entity: 'nlp=fifo,vision=fairness' (default fairness)."
     ),
+    restart_cost: Optional[float] = RESTART_COST_OPTION,
+    migration_aware: bool = MIGRATION_AWARE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
 ):
     """Plan a batch of jobs: policy allocation, then round-by-round GPU assignments.
@@ -102,6 +105,8 @@ def plan(
         raise InputError(
             "--horizon and --until-done apply to batch plans; next-round mode takes --rounds", field="--state"
         )
+    if state is not None and (restart_cost is not None or migration_aware):
+        raise InputError("--restart-cost and --migration-aware apply to batch plans", field="--state")
     if state is not None:
         return plan_next_round_command(
             state=state,
@@ -141,6 +146,8 @@ def plan(
         entity_policies=_parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {},
         rounds=rounds,
         until_done=until_done,
+        restart_cost_s=restart_cost,
+        migration_aware=migration_aware,
     )
     with Progress(
         TextColumn("planning"),
@@ -174,6 +181,7 @@ def plan(
                     "utilisation": schedule.utilisation,
                     "estimated_throughputs_used": estimated,
                     "jobs": schedule.jobs,
+                    **restart_summary(result),
                 }
             )
         )
@@ -263,6 +271,10 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
     for w in result.worker_types:
         util.add_row(w, str(result.capacity[w]), f"{schedule.utilisation[w] * 100:.1f} %")
     out.print(util)
+    if result.restarts is not None:
+        r = restart_summary(result)
+        goodput = "-" if r["goodput"] is None else f"{r['goodput'] * 100:.1f} %"
+        out.print(f"restarts: {r['restarts']}, {hours(r['restart_gpu_s'])} GPU-h lost, goodput {goodput}")
     if estimated:
         out.print(f"note: {estimated} of the throughputs used are estimated, not measured")
     wrote = f"wrote {out_path} ({len(schedule.rounds)} of {schedule.rounds_total} rounds"

@@ -23,6 +23,20 @@ from planner.modes.sweep import write_job_csv
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
+# Shared with `rota plan`, `compare` and `sweep`; see docs/simulation.md, "Preemption cost".
+RESTART_COST_OPTION = typer.Option(
+    None,
+    "--restart-cost",
+    min=0.0,
+    help="Seconds every (re)start of a job on new GPUs costs, overriding the table's "
+    "startup/checkpoint columns and the cluster's restart_s (default: those, else 0).",
+)
+MIGRATION_AWARE_OPTION = typer.Option(
+    False,
+    "--migration-aware",
+    help="Keep a job on the worker type it holds unless the deficit it recovers by moving exceeds its restart cost.",
+)
+
 
 def parse_window(text: Optional[str]) -> tuple[int, int] | None:
     if text is None:
@@ -165,6 +179,8 @@ def simulate_command(
         min=1,
         help="Call the load saturated beyond this many jobs in the system (default 10 per GPU, at least 200).",
     ),
+    restart_cost: Optional[float] = RESTART_COST_OPTION,
+    migration_aware: bool = MIGRATION_AWARE_OPTION,
     out_dir: Path = typer.Option(Path("simulation"), "--out", "-o", help="Folder for jobs.csv and summary.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON instead of tables."),
 ):
@@ -214,6 +230,8 @@ def simulate_command(
         solver_method=method,
         aggregate=not no_aggregate,
         max_active_jobs=max_active,
+        restart_cost_s=restart_cost,
+        migration_aware=migration_aware,
     )
     reference = None
     if with_rho:
@@ -300,6 +318,10 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
         grid.add_row(
             "rho mean / p90 / max", "-" if r["mean"] is None else f"{r['mean']:.3f} / {r['p90']:.3f} / {r['max']:.3f}"
         )
+    if "restarts" in m:
+        goodput = "-" if m["goodput"] is None else f"{m['goodput'] * 100:.1f} %"
+        grid.add_row("restarts / GPU time lost", f"{m['restarts']} / {hours(m['restart_gpu_s'])} GPU-h")
+        grid.add_row("goodput", goodput)
     grid.add_row("re-solves / solver time", f"{m['resolves']} / {m['solver_s']:.2f} s")
     grid.add_row("rounds / wall time", f"{m['rounds']} / {m['wall_s']:.2f} s")
     out.print(grid)

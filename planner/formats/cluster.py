@@ -4,6 +4,7 @@
     worker_types:
       v100: {gpus: 8, gpus_per_node: 4, nodes: [v100-a, v100-b], cost_per_gpu_hour: 2.48}
       k80:  {gpus: 4}                # one node of 4 GPUs, named k80-0
+      p100: {gpus: 4, restart_s: 30} # seconds a job loses per (re)start here when the table has none
 
 Errors name the file and the field path (e.g. worker_types.v100.gpus).
 """
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
 CLUSTER_FORMAT = "rota.cluster/v1"
-_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour"}
+_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour", "restart_s"}
 # Bounds (a typo such as 10**12 GPUs must not exhaust memory): GPUs of one worker
 # type, and names (worker types, nodes): printable, no line breaks, at most MAX_NAME characters.
 MAX_GPUS_PER_TYPE = 100_000
@@ -42,6 +43,7 @@ class WorkerType:
     gpus_per_node: int
     nodes: tuple[str, ...]
     cost_per_gpu_hour: float | None = None
+    restart_s: float | None = None  # default restart cost of a job here (None: unknown)
 
     def gpu_slots(self) -> list[tuple[str, int]]:
         """Every GPU as (node name, local GPU index), node by node."""
@@ -85,7 +87,7 @@ def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
     if isinstance(spec, int) and not isinstance(spec, bool):
         spec = {"gpus": spec}  # shorthand: v100: 4
     if not isinstance(spec, dict):
-        raise at.error(where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour)")
+        raise at.error(where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour, restart_s)")
     unknown = set(spec) - _WORKER_KEYS
     if unknown:
         raise at.error(f"{where}.{sorted(unknown)[0]}", f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})")
@@ -131,7 +133,10 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     cost = spec.get("cost_per_gpu_hour")
     if cost is not None:
         cost = parse_float(cost, at, f"{where}.cost_per_gpu_hour", minimum=0, strict=True, wording=PRICE)
-    return WorkerType(name, gpus, per_node, tuple(nodes), cost)
+    restart = spec.get("restart_s")
+    if restart is not None:
+        restart = parse_float(restart, at, f"{where}.restart_s", minimum=0, strict=True, wording=PRICE)
+    return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart)
 
 
 def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:

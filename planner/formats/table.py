@@ -56,7 +56,10 @@ VALUE_COLUMNS = [
     "peak_memory_bytes",
 ]
 PROVENANCE_COLUMNS = ["source", "device_name", "host", "torch_version", "measured_at"]
-COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS
+# Optional, solo rows only: seconds a (re)start of the job costs on that worker type (blank: unknown).
+# startup_s: process start to the first steady step (imports, model build, warm-up).
+RESTART_COLUMNS = ["startup_s", "checkpoint_save_s", "checkpoint_load_s"]
+COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS + RESTART_COLUMNS
 REQUIRED_COLUMNS = ["worker_type", "model", "scale_factor", "throughput"]
 
 # What a row's status and source may say (written verbatim in table files).
@@ -67,7 +70,7 @@ RUNNABLE_STATUSES: tuple[Status, ...] = ("ok", "estimated")
 SOURCES: tuple[Source, ...] = get_args(Source)
 
 _INT_COLUMNS = ("batch_size", "partner_batch_size", "n_steps", "peak_memory_bytes")
-_FLOAT_COLUMNS = ("throughput", "samples_per_s", "step_time_median_s", "step_time_iqr_s")
+_FLOAT_COLUMNS = ("throughput", "samples_per_s", "step_time_median_s", "step_time_iqr_s", *RESTART_COLUMNS)
 _GAVEL_NAME = re.compile(r"^(?P<model>.*) \(batch size (?P<bs>\d+)\)$")
 
 
@@ -92,6 +95,9 @@ class TableRow(TypedDict):
     host: str | None
     torch_version: str | None
     measured_at: str | None
+    startup_s: float | None
+    checkpoint_save_s: float | None
+    checkpoint_load_s: float | None
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,16 @@ def _count(raw: Mapping[str, Any], at: Where, field: str) -> int | None:
     return optional_int(raw.get(field), at, field, minimum=0, wording=TABLE_INTEGER)
 
 
+def _restart_times(raw: Mapping[str, Any], at: Where, partner: str | None) -> dict[str, float | None]:
+    """The restart columns (seconds, non-negative, finite); only solo rows may set them."""
+    times = {field: _measure(raw, at, field) for field in RESTART_COLUMNS}
+    if partner is not None:
+        for field, value in times.items():
+            if value is not None:
+                raise at.error(field, "is for solo rows only (leave it empty on a co-location row)")
+    return times
+
+
 def _parse_key(raw: Mapping[str, Any], at: Where) -> tuple:
     """The key fields of a raw record, in row_key's order (InputError if one is bad)."""
     worker_type = required_text(raw.get("worker_type"), at, "worker_type")
@@ -199,6 +215,7 @@ def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
         host=optional_text(raw.get("host")),
         torch_version=optional_text(raw.get("torch_version")),
         measured_at=optional_text(raw.get("measured_at")),
+        **_restart_times(raw, at, partner_model),  # type: ignore[typeddict-item]  # exactly RESTART_COLUMNS
     )
 
 
@@ -379,15 +396,21 @@ class ThroughputTable:
         ok = (own > 0) & (partner > 0)
         return np.where(ok, own, 0.0), np.where(ok, partner, 0.0)
 
+    def has_restart_times(self) -> bool:
+        return any(r[field] is not None for r in self.rows for field in RESTART_COLUMNS)  # type: ignore[literal-required]
+
     def to_frame(self) -> pd.DataFrame:
         import pandas as pd
 
-        frame = pd.DataFrame(self.rows, columns=COLUMNS)
+        # The restart columns are written only when some row has one (older tables stay byte-identical).
+        columns = COLUMNS if self.has_restart_times() else [c for c in COLUMNS if c not in RESTART_COLUMNS]
+        frame = pd.DataFrame(self.rows, columns=columns)
         for column in _INT_COLUMNS:
             frame[column] = frame[column].astype("Int64")
         frame["scale_factor"] = frame["scale_factor"].astype("int64")
         for column in _FLOAT_COLUMNS:
-            frame[column] = frame[column].astype("float64")
+            if column in frame:
+                frame[column] = frame[column].astype("float64")
         return frame
 
     def __len__(self) -> int:

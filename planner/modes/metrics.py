@@ -91,6 +91,17 @@ class LeaseCounter:
         return None if self.opportunities == 0 else self.extensions / self.opportunities
 
 
+def restart_metrics(starts: int, lost_gpu_s: Mapping[str, float], busy_gpu_s: Mapping[str, float]) -> dict:
+    """Restart accounting: starts charged, GPU-seconds they took (all types) and the goodput,
+    useful GPU-seconds over allocated (busy) GPU-seconds; None when nothing ran."""
+    lost, busy = sum(lost_gpu_s.values()), sum(busy_gpu_s.values())
+    return {
+        "restarts": starts,
+        "restart_gpu_s": lost,
+        "goodput": None if busy <= 0 else (busy - lost) / busy,
+    }
+
+
 def rho(jct: Mapping[str, float], reference_jct: Mapping[str, float]) -> dict[str, float]:
     """Finish-time fairness rho_i = JCT_i / JCT_i under the reference (isolated) run.
 

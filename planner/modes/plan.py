@@ -21,10 +21,12 @@ from planner.formats.files import input_records
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.schedule import AllocationRecord, Round, Schedule
 from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
+from planner.modes.metrics import restart_metrics
 from planner.modes.metrics import utilisation as utilisation_since_start
 from planner.policies import make_policy
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, RoundRecord
+from planner.rounds.restart import charged_restarts
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,16 @@ class PlanOptions:
     entity_policies: dict[str, str] = field(default_factory=dict)
     rounds: int | None = None  # rounds planned and written (all, until every job finishes, if None)
     until_done: bool = False  # with `rounds`: still simulate to the end, for exact finish times
+    restart_cost_s: float | None = None  # --restart-cost (None: the table's, the cluster's, else 0)
+    migration_aware: bool = False
 
     def recorded(self) -> dict[str, Any]:
-        """The options as the schedule file records them."""
+        """The options as the schedule file records them (restart options only when given)."""
+        restart: dict[str, Any] = {}
+        if self.restart_cost_s is not None:
+            restart["restart_cost_s"] = self.restart_cost_s
+        if self.migration_aware:
+            restart["migration_aware"] = True
         return {
             "solver_method": self.method,
             "aggregate": self.aggregate,
@@ -52,7 +61,7 @@ class PlanOptions:
             "gavel_compat": self.gavel_compat,
             "entity_weights": self.entity_weights,
             "entity_policies": self.entity_policies,
-        }
+        } | restart
 
 
 @dataclass
@@ -89,7 +98,8 @@ def plan_batch(
     config = EngineConfig(round_s=options.round_s)
     if only_asked and options.rounds is not None:
         config = replace(config, max_rounds=options.rounds)
-    engine = Engine(table, cluster, policy, config, jobs)
+    restart = charged_restarts(table, cluster, options.restart_cost_s, options.migration_aware, options.gavel_compat)
+    engine = Engine(table, cluster, policy, config, jobs, restart=restart, migration_aware=options.migration_aware)
     result = engine.run(on_round)
     estimates = estimate_finishes(engine) if only_asked else {}
     schedule = build_schedule(
@@ -102,6 +112,12 @@ def plan_batch(
         estimated_finish=estimates,
     )
     return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster), set(estimates))
+
+
+def restart_summary(result: EngineResult) -> dict[str, Any]:
+    """Restarts charged, GPU-seconds lost to them and the goodput; empty when no cost was charged."""
+    tally = result.restarts
+    return {} if tally is None else restart_metrics(tally.starts, tally.lost_gpu_s, result.busy_gpu_s)
 
 
 def estimate_finishes(engine: Engine) -> dict[str, float]:

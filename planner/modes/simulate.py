@@ -22,11 +22,12 @@ from planner.formats.cluster import GAVEL_TYPE_ORDER, Cluster
 from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
 from planner.modes.generator import JobGenerator
-from planner.modes.metrics import LeaseCounter, distribution, rho, utilisation
+from planner.modes.metrics import LeaseCounter, distribution, restart_metrics, rho, utilisation
 from planner.policies import make_policy
 from planner.policies.base import Policy
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundRecord
+from planner.rounds.restart import charged_restarts
 
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
 OFFERED_LOAD_SAMPLE = 2000
@@ -54,6 +55,8 @@ class SimulationConfig:
     aggregate: bool = True
     max_active_jobs: int | None = None  # saturated beyond this many jobs in the system
     max_time_s: float | None = None  # saturated when the window is unfinished by then
+    restart_cost_s: float | None = None  # --restart-cost: every (re)start costs this (None: table, cluster, 0)
+    migration_aware: bool = False  # keep jobs on their worker type when a move does not pay
 
     def engine_config(self, policy: Policy) -> EngineConfig:
         if self.gavel_compat:
@@ -310,7 +313,7 @@ def run_simulation(
             f"offered load {load:.2f} of the cluster's GPU time (>= 1): no policy can keep up",
             {"offered_load": load, "window": [start, end]},
             [],
-            asdict(config),
+            recorded_config(config),
             workload.description,
         )
     policy = make_policy(
@@ -322,7 +325,17 @@ def run_simulation(
     )
     engine_config = config.engine_config(policy)
     feed = _Feed(workload.stream(), table, cluster)
-    engine = Engine(table, cluster, policy, engine_config, source=feed, decision_table=decision_table)
+    restart = charged_restarts(table, cluster, config.restart_cost_s, config.migration_aware, config.gavel_compat)
+    engine = Engine(
+        table,
+        cluster,
+        policy,
+        engine_config,
+        source=feed,
+        decision_table=decision_table,
+        restart=restart,
+        migration_aware=config.migration_aware,
+    )
     watch = _WindowWatch(engine, workload, start, end, config, table, cluster)
     leases = LeaseCounter()
     started = time.perf_counter()
@@ -352,11 +365,23 @@ def run_simulation(
     metrics["window"] = [start, end if end is not None else start + (watch.size or 0)]
     metrics["window_finished"] = watch.done
     _add_rho(metrics, rows, reference_jct)
-    cfg = asdict(config)
+    if engine.restart_tally is not None:
+        metrics.update(restart_metrics(engine.restart_tally.starts, engine.restart_tally.lost_gpu_s, engine.busy))
+    cfg = recorded_config(config)
     cfg["resolve_interval_s"] = config.resolve_interval
     cfg["decision_table"] = None if decision_table is None else str(decision_table.path)
     cfg["engine"] = {k: v for k, v in asdict(engine_config).items()}
     return SimulationResult(status, reason, metrics, rows, cfg, workload.description)
+
+
+def recorded_config(config: SimulationConfig) -> dict[str, Any]:
+    """The configuration as the summary records it; the restart options only when given
+    (a run without them records what it always did)."""
+    cfg = asdict(config)
+    for key, default in (("restart_cost_s", None), ("migration_aware", False)):
+        if cfg[key] == default:
+            del cfg[key]
+    return cfg
 
 
 def _metrics(

@@ -34,6 +34,7 @@ from planner.rounds.mechanism import (
     RoundMechanism,
     visiting_order,
 )
+from planner.rounds.restart import RestartCosts
 
 
 @dataclass
@@ -128,6 +129,16 @@ class EngineResult:
     worker_types: list[str]
     capacity: dict[str, int] = field(default_factory=dict)
     wall_s: float = 0.0
+    restarts: RestartTally | None = None  # None: no restart cost was charged (no information given)
+
+
+@dataclass
+class RestartTally:
+    """What restarts cost a run: starts on GPUs a job did not hold the round before (first starts
+    included) and the GPU-seconds they took, per worker type."""
+
+    starts: int = 0
+    lost_gpu_s: dict[str, float] = field(default_factory=dict)
 
 
 class Engine:
@@ -148,13 +159,22 @@ class Engine:
         jobs: Iterable[Job] = (),
         source: Callable[[float | None], list[Job]] | None = None,
         decision_table: ThroughputTable | None = None,
+        restart: RestartCosts | None = None,
+        migration_aware: bool = False,
     ):
         """`source(t)`, if given, is asked for new jobs before every admission at time t
         (None before the first job): it must return every not yet submitted job arriving
         at or before t, plus the next later one when there is one (lazy, endless traces).
 
         `decision_table`, if given, is what the policy sees (e.g. estimated co-locations);
-        progress always follows `table`, the true throughputs."""
+        progress always follows `table`, the true throughputs.
+
+        `restart`, if given, charges every start of a job on GPUs it did not hold the round
+        before (a lease extension is free): that round it runs min(cost, round) seconds less.
+        `migration_aware` keeps jobs on their worker type when a move would not recover
+        its restart cost (`RoundMechanism.select_migration_aware`)."""
+        if (restart is not None or migration_aware) and config is not None and config.gavel_compat:
+            raise ValueError("restart costs and migration-aware rounds are not part of Gavel's simulator")
         self.table, self.cluster, self.policy = table, cluster, policy
         self.decision_table = table if decision_table is None else decision_table
         self.config = config or EngineConfig()
@@ -185,6 +205,10 @@ class Engine:
         self._scale: dict[Key, int] = {}  # per entry: GPUs it needs at once
         self._round_origin = 0.0  # end of the previous round (Gavel measures execution time from it)
         self._shuffle = random.Random(self.config.seed + 5)  # Gavel's per-round shuffle stream
+        self.restart = restart
+        self.migration_aware = migration_aware
+        self.restart_tally = RestartTally(lost_gpu_s=dict.fromkeys(self.types, 0.0)) if restart is not None else None
+        self._restart_cost: dict[tuple[str, str], float] = {}  # (job id, worker type) -> seconds
         self.submit(list(jobs))
 
     # snapshot --------------------------------------------------------------
@@ -413,6 +437,7 @@ class Engine:
                 or (compat and mech.last_reset == 0)
                 or self.t - mech.last_reset >= config.min_resolve_interval_s
             )
+            held = self._held() if self.restart is not None else None  # before a re-solve drops pairs
             if self.need_update and interval_ok:
                 self._resolve()
             # Per-entry caches, filled for new entries only (a set difference, not a loop over all).
@@ -421,10 +446,18 @@ class Engine:
                 self.runnable(key)
             for key in mech.job_time.keys() - scale.keys():
                 scale[key] = self.active[key[0]].scale_factor
-            chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
-            placements = mech.place(chosen, scale, allocated_only=compat)
+            if self.migration_aware:
+                costs = self._entry_costs()
+                chosen = mech.select_migration_aware(
+                    self._visiting_order(), scale, runnable, costs, self._clock(), fifo=self.policy.fifo
+                )
+                protected = [key for key, p in mech.previous.items() if key in costs and self._costs_on(key, p)]
+                placements = mech.place(chosen, scale, allocated_only=compat, protected=protected)
+            else:
+                chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
+                placements = mech.place(chosen, scale, allocated_only=compat)
             if placements:
-                return self._execute(placements)
+                return self._execute(placements, held)
             if self.pending:
                 self.t = self.pending[0].arrival_s
                 continue
@@ -436,7 +469,45 @@ class Engine:
                 f"({', '.join(sorted(self.active))}); check the policy and the job sizes"
             )
 
-    def _execute(self, placements: list[Placement]) -> RoundRecord:
+    # restarts --------------------------------------------------------------
+    def _held(self) -> dict[str, tuple[str, frozenset[Gpu]]]:
+        """Per running job: the worker type and GPUs it held last round."""
+        return {jid: (p.worker_type, frozenset(p.gpus)) for p in self.mech.previous.values() for jid in p.jobs}
+
+    def restart_cost(self, job_id: str, worker_type: str) -> float:
+        """Seconds the job loses when it starts on new GPUs of `worker_type` (0 without costs)."""
+        if self.restart is None:
+            return 0.0
+        cost = self._restart_cost.get((job_id, worker_type))
+        if cost is None:
+            job_type = self.outcomes[job_id].job.job_type
+            cost = self._restart_cost[(job_id, worker_type)] = self.restart.cost(worker_type, job_type)
+        return cost
+
+    def _entry_costs(self) -> dict[Key, np.ndarray]:
+        """Per entry, per worker type: its restart cost (a pair: its costlier member's)."""
+        return {
+            key: np.array([max(self.restart_cost(jid, w) for jid in key) for w in self.types])
+            for key in self.mech.job_time
+        }
+
+    def _costs_on(self, key: Key, placement: Placement) -> bool:
+        return any(self.restart_cost(jid, placement.worker_type) > 0 for jid in key)
+
+    def _restart_s(self, jid: str, p: Placement, held: dict[str, tuple[str, frozenset[Gpu]]]) -> float:
+        """Seconds of this round the job spends (re)starting, counted in the tally: 0 on a lease extension."""
+        if held.get(jid) == (p.worker_type, frozenset(p.gpus)):
+            return 0.0
+        lost = min(self.restart_cost(jid, p.worker_type), self.config.round_s)
+        tally = self.restart_tally
+        if tally is not None:
+            tally.starts += 1
+            tally.lost_gpu_s[p.worker_type] += lost * len(p.gpus) / len(p.jobs)  # its share of the GPUs idles
+        return lost
+
+    def _execute(
+        self, placements: list[Placement], held: dict[str, tuple[str, frozenset[Gpu]]] | None = None
+    ) -> RoundRecord:
         t, tau = self._clock(), self.config.round_s
         compat = self.config.gavel_compat
         outcomes, type_index = self.outcomes, self._type_index
@@ -451,10 +522,16 @@ class Engine:
             for jid, r in zip(key, cached[j] if cached is not None else self.rate(key, j)):
                 out = outcomes[jid]
                 left = out.job.total_steps - out.steps_done
-                # At least one step, so a job slower than one step per round still progresses.
-                n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
+                lost = self._restart_s(jid, p, held) if held is not None else 0.0
+                if lost > 0:
+                    # Restarting takes `lost` seconds of the round: fewer steps, but still at least
+                    # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
+                    n: float = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
+                else:
+                    # At least one step, so a job slower than one step per round still progresses.
+                    n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
                 planned[jid] = n
-                finish[jid] = done = t + n / r
+                finish[jid] = done = t + lost + n / r
                 if done > slowest:
                     slowest = done
             if compat and len(key) > 1:
@@ -511,6 +588,7 @@ class Engine:
             self.types,
             {w: self.cluster.capacity(w) for w in self.types},
             wall_s,
+            self.restart_tally,
         )
 
 

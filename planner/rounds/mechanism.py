@@ -11,7 +11,7 @@ largest gangs first, a job keeps last round's GPUs when they are still free
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,15 +171,30 @@ class RoundMechanism:
         return {k: prio[i] for i, k in enumerate(keys)}
 
     def select(
-        self, order: Sequence[int], scale: Mapping[Key, int], runnable: Mapping[Key, np.ndarray], *, fifo: bool = False
+        self,
+        order: Sequence[int],
+        scale: Mapping[Key, int],
+        runnable: Mapping[Key, np.ndarray],
+        *,
+        fifo: bool = False,
+        pinned: Mapping[Key, int] | None = None,
     ) -> list[tuple[Key, int]]:
-        """Greedy fill (§5.4): per type in `order`, entries by (priority, deficit, allocation)."""
+        """Greedy fill (§5.4): per type in `order`, entries by (priority, deficit, allocation).
+
+        `pinned` entries (entry -> type) are chosen on that type before the fill (migration-aware mode)."""
         keys = list(self.job_time)
         prio, deficit, alloc, ok = self._matrices(keys, runnable)
         free = self.cluster_capacity()
         taken: set[str] = set()
         chosen: list[tuple[Key, int]] = []
         picked = np.zeros(len(keys), dtype=bool)
+        row = {key: i for i, key in enumerate(keys)} if pinned else {}
+        for key, j in (pinned or {}).items():
+            if key in row and scale[key] <= free[j] and taken.isdisjoint(key):
+                chosen.append((key, j))
+                picked[row[key]] = True
+                free[j] -= scale[key]
+                taken.update(key)
         for j in order:
             # Descending by (priority, deficit, allocation); the stable sort keeps insertion
             # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
@@ -203,15 +218,56 @@ class RoundMechanism:
                 taken.update(key)
         return chosen
 
+    def lag(self, now: float) -> dict[Key, np.ndarray]:
+        """Per entry and type: seconds it is behind its allocation (negative: ahead), counting the
+        deficit carried over from earlier resets plus the time owed since the last one (§5.3)."""
+        since = 0.0 if self.last_reset is None else now - self.last_reset
+        half, zero = self.round_s / 2, np.zeros(self.m)
+        return {
+            key: self.deficit[key] + self.alloc.get(key, zero) * since - (spent - half)
+            for key, spent in self.job_time.items()
+        }
+
+    def select_migration_aware(
+        self,
+        order: Sequence[int],
+        scale: Mapping[Key, int],
+        runnable: Mapping[Key, np.ndarray],
+        cost: Mapping[Key, np.ndarray],
+        now: float,
+        *,
+        fifo: bool = False,
+    ) -> list[tuple[Key, int]]:
+        """The greedy fill, except that an entry the fill would move off the worker type it held
+        last round stays there when the move does not pay (`migration_pins`). Entries are pinned
+        one fill at a time until the fill moves no entry it should not; with no positive
+        restart cost nothing is pinned and this is `select` exactly."""
+        held = {key: self.types.index(p.worker_type) for key, p in self.previous.items() if key in self.job_time}
+        lag = self.lag(now) if held else {}
+        pins: dict[Key, int] = {}
+        while True:
+            chosen = self.select(order, scale, runnable, fifo=fifo, pinned=pins)
+            new = {k: j for k, j in migration_pins(chosen, held, lag, cost).items() if k not in pins}
+            if not new:
+                return chosen
+            pins.update(new)
+
     def cluster_capacity(self) -> list[int]:
         return [self.cluster.worker_types[w].gpus for w in self.types]
 
     # placement -----------------------------------------------------------
     def place(
-        self, chosen: Sequence[tuple[Key, int]], scale: Mapping[Key, int], *, allocated_only: bool = False
+        self,
+        chosen: Sequence[tuple[Key, int]],
+        scale: Mapping[Key, int],
+        *,
+        allocated_only: bool = False,
+        protected: Collection[Key] = (),
     ) -> list[Placement]:
         """GPUs for the chosen entries; `allocated_only` (Gavel) never newly places one
-        that is missing from the current allocation."""
+        that is missing from the current allocation. `protected` entries that stay on their
+        worker type keep last round's GPUs before any gang is placed (a move would cost them
+        a restart)."""
         placements: list[Placement] = []
         by_type: dict[int, list[Key]] = {}
         for key, j in chosen:
@@ -222,6 +278,8 @@ class RoundMechanism:
                 continue
             spec = self.cluster.worker_types[name]
             free = FreeGpus(spec.nodes, spec.gpus_per_node)
+            if protected:
+                here = self._keep_protected(here, name, free, protected, placements)
             here.sort(key=lambda k: -scale[k])  # stable: big gangs first, then priority order
             for size in sorted({scale[k] for k in here}, reverse=True):
                 group = [k for k in here if scale[k] == size]
@@ -241,6 +299,48 @@ class RoundMechanism:
                     placements.append(Placement(key, name, gpus))
         self.previous = {p.jobs: p for p in placements}
         return placements
+
+    def _keep_protected(
+        self, here: list[Key], name: str, free: FreeGpus, protected: Collection[Key], placements: list[Placement]
+    ) -> list[Key]:
+        """Claim last round's GPUs of the protected entries in `here`; the entries left to place."""
+        rest = []
+        for key in here:
+            before = self.previous.get(key)
+            if key in protected and before and before.worker_type == name and free.all_free(before.gpus):
+                free.claim(before.gpus)
+                placements.append(before)
+            else:
+                rest.append(key)
+        return rest
+
+
+def migration_pins(
+    chosen: Sequence[tuple[Key, int]],
+    held: Mapping[Key, int],
+    lag: Mapping[Key, np.ndarray],
+    cost: Mapping[Key, np.ndarray],
+) -> dict[Key, int]:
+    """Entries to keep on the worker type they held, instead of the one the greedy fill chose.
+
+    `held`: entry -> the type it ran on last round; `lag`: entry -> per type, seconds it is
+    behind its allocation (`RoundMechanism.lag`); `cost`: entry -> per type, its restart cost
+    in seconds there. An entry the fill chose on a type `new` other than the type `old` it
+    held would move; the move's gain is the deficit it recovers by moving,
+    `max(0, lag[new] - lag[old])`, and it moves only when that gain is at least its restart
+    cost on `new`: an entry whose gain is below its cost is pinned to `old`. An entry the
+    fill leaves out is preempted (time-sharing), not moved, and is not pinned. With every
+    cost 0 no entry is pinned (today's mechanism).
+    """
+    pins: dict[Key, int] = {}
+    for key, new in chosen:
+        old = held.get(key)
+        if old is None or old == new:
+            continue
+        gain = max(0.0, float(lag[key][new] - lag[key][old]))
+        if gain < float(cost[key][new]):
+            pins[key] = old
+    return pins
 
 
 class FreeGpus:
