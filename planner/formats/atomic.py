@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -121,6 +122,8 @@ def _signals_held() -> Iterator[None]:
 
 def _new_temp(target: Path) -> Path:
     """An empty temp file next to `target`; an OSError names the target, not the temp."""
+    if target.is_dir():  # the rename would fail, after other files of the set had changed
+        raise IsADirectoryError(errno.EISDIR, "is a folder, expected a file", str(target))
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
