@@ -281,3 +281,109 @@ def test_cli_errors_are_one_line(tmp_path, args):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert not (tmp_path / "INJ").exists()
+
+
+# --------------------------------------------------------------------------- state versions and missing progress
+
+
+def _first_state(tmp_path: Path, jobs: Path = DATA / "jobs.csv") -> Path:
+    state = tmp_path / "state.json"
+    result = runner.invoke(
+        app,
+        ["plan-next", "--state", str(state), "--out", str(tmp_path / "r0.json"), "-j", str(jobs)]
+        + ["-t", str(DATA / "throughputs.csv"), "-c", str(DATA / "cluster.yaml")],
+    )
+    assert result.exit_code == 0, result.output
+    return state
+
+
+@pytest.mark.parametrize(
+    "key, value, field",
+    [
+        ("version", -1, "version"),
+        ("version", "2", "version"),
+        ("version", True, "version"),
+        ("last_plan", "x", "last_plan"),
+        ("last_plan", {"id": "", "from_version": 0, "first_round": 0, "rounds": 1}, "last_plan"),
+        ("last_plan", {"id": "a", "from_version": 0, "first_round": 0, "rounds": 1, "jobs": {"a": -1}}, "last_plan"),
+        ("last_plan", {"id": "a", "from_version": 0, "first_round": 0, "rounds": 1, "jobs": {"a": 1e400}}, "last_plan"),
+        ("last_plan", {"id": "a", "from_version": 0, "first_round": 0, "rounds": 1, "jobs": ["a"]}, "last_plan"),
+    ],
+)
+def test_state_version_fields(tmp_path, key, value, field):
+    state = _first_state(tmp_path)
+    data = json.loads(state.read_text())
+    data[key] = value
+    state.write_text(json.dumps(data))
+    message = _refused(read_state, state)
+    assert f"field '{field}'" in message
+    result = runner.invoke(app, ["plan-next", "--state", str(state), "--out", str(tmp_path / "r1.json")])
+    assert result.exit_code == 2 and f"field '{field}'" in result.output, result.output
+
+
+def _round(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_a_job_without_a_report_made_no_progress(tmp_path):
+    """One job ignored SIGTERM and hit TIMEOUT, one was cancelled before it started: neither wrote
+    a report. They get 0 steps for the round, never the planned ones, with a warning each."""
+    state = _first_state(tmp_path)
+    planned = _round(tmp_path / "r0.json")
+    listed = [a["jobs"][0] for a in planned["rounds"][0]["assignments"]]
+    steps = {j: n for a in planned["rounds"][0]["assignments"] for j, n in a["planned_steps"].items()}
+    silent = listed[:2]
+    folder = tmp_path / "progress"
+    folder.mkdir()
+    for jid in listed[2:]:
+        (folder / f"{jid}.json").write_text(json.dumps({"steps_done": steps[jid]}))
+    result = runner.invoke(
+        app, ["plan-next", "--state", str(state), "--progress", str(folder), "--out", str(tmp_path / "r1.json")]
+    )
+    assert result.exit_code == 0, result.output
+    warned = [line.split(":")[1].strip() for line in result.output.splitlines() if "no progress report for" in line]
+    assert warned == silent
+    for jid in silent:
+        assert (
+            f"warning: {jid}: no progress report for round 0; counted as 0 steps, not the {steps[jid]:g}"
+            in result.output
+        )
+    assert f"{len(silent)} job(s) of round 0 sent no progress report in {folder}" in result.output
+    after = _round(tmp_path / "r1.json")["jobs"]
+    for jid in silent:
+        assert after[jid]["steps_done_at_start"] == 0
+    for jid in listed[2:]:
+        assert after[jid]["steps_done_at_start"] == steps[jid]
+
+
+def test_no_report_at_all_credits_nothing(tmp_path):
+    state = _first_state(tmp_path)
+    listed = {j for a in _round(tmp_path / "r0.json")["rounds"][0]["assignments"] for j in a["jobs"]}
+    result = runner.invoke(app, ["plan-next", "--state", str(state), "--out", str(tmp_path / "r1.json"), "--json"])
+    assert result.exit_code == 0, result.output
+    after = _round(tmp_path / "r1.json")["jobs"]
+    assert all(after[j]["steps_done_at_start"] == 0 for j in listed)
+    assert f"{len(listed)} job(s) of round 0 sent no progress report" in result.output
+
+
+def test_a_job_planned_to_finish_without_a_report_runs_again(tmp_path):
+    rows = list(csv.DictReader(open(DATA / "jobs.csv", encoding="utf-8")))
+    rows[0].update(total_steps="10", duration_s="")
+    jobs = tmp_path / "jobs.csv"
+    with open(jobs, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    state = _first_state(tmp_path, jobs)
+    short = rows[0]["job_id"]
+    assert _round(tmp_path / "r0.json")["jobs"][short]["expected_finish_s"] is not None
+    progress = tmp_path / "progress.json"
+    progress.write_text(json.dumps({"round": 0, "jobs": [], "cancelled": [rows[1]["job_id"]]}))
+    result = runner.invoke(
+        app, ["plan-next", "--state", str(state), "--progress", str(progress), "--out", str(tmp_path / "r1.json")]
+    )
+    assert result.exit_code == 0, result.output
+    after = _round(tmp_path / "r1.json")["jobs"]
+    assert after[short]["steps_done_at_start"] == 0  # it did not finish: it is planned again
+    assert rows[1]["job_id"] not in after
+    assert f"warning: {rows[1]['job_id']}:" not in result.output  # cancelled, so not missing

@@ -4,15 +4,46 @@ A crash mid-write leaves the previous file (or nothing), never a partial one.
 The file gets the permissions a plain `open(..., "w")` would give (0666 minus the
 umask), not mkstemp's private 0600: schedules and state are read by launchers and
 operators running under other accounts.
+
+Files that belong together (a schedule and its CSV view, a round and the state
+that planned it) are written with `atomic_paths` / `write_together`: every temp
+file is created and written before any target is replaced (an unwritable folder
+fails before anything changes), then the temps are renamed in the order given,
+with SIGTERM, SIGINT and SIGHUP held back between the first and the last rename.
+Put the file that commits the set last; only SIGKILL or a power cut can still
+fall between two renames, and the files carry ids that let readers see it.
+
+Temp files in flight are removed on any exit the process sees: an exception,
+SIGTERM, SIGINT or SIGHUP (the handler removes them, then the process dies of the
+signal as it would have: a shell reports 128+signo), or a normal interpreter exit.
+
+Test hook: with ROTA_TEST_PAUSE_IN_WRITE set to a path, a writer that has written
+its temp files prints one line to stderr and waits until that path exists before
+renaming (tests use it to send signals to, or race, a process paused mid-write).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import errno
 import os
+import signal
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
+from typing import Any
+
+PAUSE_ENV = "ROTA_TEST_PAUSE_IN_WRITE"
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+_in_flight: set[Path] = set()  # temp files this process has created and not yet renamed
+_previous: dict[int, Any] = {}  # the handlers ours replaced, while any write is in flight
+_depth = 0  # nested writes in flight (handlers are installed by the outermost)
 
 
 def current_umask() -> int:
@@ -21,26 +52,142 @@ def current_umask() -> int:
     return mask
 
 
+def remove_in_flight() -> None:
+    """Remove every temp file still in flight (signal handlers and exit call this)."""
+    for tmp in list(_in_flight):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        _in_flight.discard(tmp)
+
+
+atexit.register(remove_in_flight)
+
+
+def _on_signal(signo: int, frame: FrameType | None) -> None:
+    remove_in_flight()
+    previous = _previous.get(signo, signal.SIG_DFL)
+    if callable(previous) and previous is not signal.default_int_handler:
+        previous(signo, frame)  # someone else's handler: it decides what happens next
+        return
+    # Die of the signal as if it had never been caught (exit status 128+signo in a shell).
+    signal.signal(signo, signal.SIG_DFL)
+    os.kill(os.getpid(), signo)
+
+
+def _install_handlers() -> None:
+    for signo in HANDLED_SIGNALS:
+        current = signal.getsignal(signo)
+        if current is signal.SIG_IGN:  # e.g. nohup: an ignored signal stays ignored
+            continue
+        _previous[signo] = current
+        signal.signal(signo, _on_signal)
+
+
+def _restore_handlers() -> None:
+    for signo, handler in _previous.items():
+        signal.signal(signo, handler if handler is not None else signal.SIG_DFL)
+    _previous.clear()
+
+
+@contextlib.contextmanager
+def _cleanup_on_signals() -> Iterator[None]:
+    """While a write is in flight, the handled signals first remove its temp files.
+    Only the main thread can set handlers; elsewhere, exceptions and exit still clean up."""
+    global _depth
+    outermost = _depth == 0 and threading.current_thread() is threading.main_thread()
+    if outermost:
+        _install_handlers()
+    _depth += 1
+    try:
+        yield
+    finally:
+        _depth -= 1
+        if outermost:
+            _restore_handlers()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold the handled signals back (they are delivered at the end), so a set of renames
+    is not cut in two by a SIGTERM. Only where the platform and thread allow it."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def _new_temp(target: Path) -> Path:
+    """An empty temp file next to `target`; an OSError names the target, not the temp."""
+    if target.is_dir():  # the rename would fail, after other files of the set had changed
+        raise IsADirectoryError(errno.EISDIR, "is a folder, expected a file", str(target))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
+    os.close(fd)
+    return Path(tmp)
+
+
+def _test_pause() -> None:
+    flag = os.environ.get(PAUSE_ENV)
+    if not flag:
+        return
+    print(f"rota: test hook: temp files written; waiting for {flag}", file=sys.stderr, flush=True)
+    while not os.path.exists(flag):
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def atomic_paths(targets: Sequence[str | os.PathLike], mode: int = 0o666) -> Iterator[list[Path]]:
+    """Yield one temporary path per target; on success they replace the targets in the
+    order given (the last one commits the set), with `mode` minus the umask. Every temp is
+    created before the caller writes any, so an unwritable target fails before a change."""
+    paths = [Path(t) for t in targets]
+    temps: list[Path] = []
+    with _cleanup_on_signals():
+        try:
+            for target in paths:
+                tmp = _new_temp(target)
+                _in_flight.add(tmp)
+                temps.append(tmp)
+            yield temps
+            _test_pause()
+            for tmp in temps:
+                os.chmod(tmp, mode & ~current_umask())
+            with _signals_held():
+                for tmp, target in zip(temps, paths, strict=True):
+                    os.replace(tmp, target)
+                    _in_flight.discard(tmp)
+        finally:
+            for tmp in temps:
+                if tmp in _in_flight:
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
+                    _in_flight.discard(tmp)
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike, mode: int = 0o666) -> Iterator[Path]:
     """Yield a temporary path; on success it replaces `target` atomically, with `mode` minus the umask."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        os.chmod(tmp_path, mode & ~current_umask())
-        os.replace(tmp_path, target)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+    with atomic_paths([target], mode) as (tmp,):
+        yield tmp
+
+
+def write_together(files: Sequence[tuple[str | os.PathLike, str]]) -> None:
+    """Write (path, text) pairs as one set: all or, on any failure before the renames,
+    none. Renamed in the order given: put the file that commits the set last."""
+    with atomic_paths([path for path, _ in files]) as temps:
+        for tmp, (_, text) in zip(temps, files, strict=True):
+            tmp.write_text(text, encoding="utf-8")
 
 
 def write_text_atomic(target: str | os.PathLike, text: str) -> None:
-    with atomic_path(target) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    write_together([(target, text)])
 
 
 def write_with(target: str | os.PathLike, writer: Callable[[Path], None]) -> None:

@@ -112,6 +112,8 @@ class NextRoundRecord(TypedDict, total=False):
     active_jobs: int
     waiting_jobs: int
     done: bool
+    state_version: int  # the version of the state written with this file
+    plan_id: str  # also the state's last_plan.id: the pair belongs together
 
 
 # --------------------------------------------------------------------------- shape rules

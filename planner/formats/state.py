@@ -9,7 +9,7 @@ stepping gives the same rounds as never stopping.
 
 Layout (keys in this order; `StateDocument.to_json` writes them so):
   format, worker_types, inputs, policy {name, options, memory}, config,
-  rounds_done, engine {t, need_update, order, finished, busy, round_origin,
+  rounds_done, version, last_plan, engine {t, need_update, order, finished, busy, round_origin,
   shuffle, pending, active}, jobs [...], mechanism {round_s, last_reset,
   worker_time, job_time, deficit, alloc, previous}, last_solve.
 Values that JSON lacks (tuples, arrays, random streams, non-string keys) are
@@ -17,14 +17,24 @@ tagged objects (`encode` / `decode`). The policy memory is the policy's
 `get_state()`: entries named like private attributes (`_rng`) are written under
 `memory.attributes`, the others under `memory.state`, the layout state files
 have always had; reading merges the two again.
+
+`version` counts the calls that wrote the state (0: none yet; a state without
+the key reads as 0) and `last_plan` records the last call's output: `id` (also
+in the schedule it wrote, `next_round.plan_id`), `from_version` (the version it
+planned from), `first_round`, `rounds` and `jobs` (job id -> steps done before
+those rounds, for every job they list: a job that reports nothing is put back
+there). Both are optional for readers; states written before them lack them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -152,6 +162,28 @@ class MechanismEntry:
 
 
 @dataclass
+class LastPlan:
+    """What the call that wrote a state planned: the id its schedule carries too, the
+    state version it planned from, its rounds, and the steps done before them of every
+    job they list (job id -> steps)."""
+
+    id: str
+    from_version: int
+    first_round: int
+    rounds: int
+    jobs: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "from_version": self.from_version,
+            "first_round": self.first_round,
+            "rounds": self.rounds,
+            "jobs": dict(self.jobs),
+        }
+
+
+@dataclass
 class SolveEntry:
     time_s: float
     job_ids: list[str]
@@ -184,6 +216,8 @@ class StateDocument:
     rounds_done: int = 0
     inputs: dict[str, Any] = field(default_factory=dict)  # name -> {path, digest} of the input files
     last_solve: SolveEntry | None = None
+    version: int = 0  # calls that wrote this state
+    last_plan: LastPlan | None = None  # what the call that wrote it planned
 
     # reading -----------------------------------------------------------------
     @classmethod
@@ -210,6 +244,8 @@ class StateDocument:
             mechanism=_mechanism_entry(data["mechanism"], m, reader.at("mechanism")),
             config=reader.get(data, "config", lambda v: dict(decode(v)), default={}),
             rounds_done=reader.get(data, "rounds_done", int, default=0),
+            version=reader.get(data, "version", _count, default=0),
+            last_plan=reader.get(data, "last_plan", _last_plan, default=None),
             inputs=reader.get(data, "inputs", dict, default={}),
             last_solve=reader.get(
                 data, "last_solve", lambda v: _solve_entry(v, m, reader.at("last_solve")), default=None
@@ -227,6 +263,8 @@ class StateDocument:
             "policy": {"name": self.policy.name, "options": self.policy.options, "memory": _memory(self.policy.memory)},
             "config": encode(self.config),
             "rounds_done": self.rounds_done,
+            "version": self.version,
+            "last_plan": None if self.last_plan is None else self.last_plan.to_json(),
             "engine": {
                 "t": engine.t,
                 "need_update": engine.need_update,
@@ -280,6 +318,56 @@ def write_state(state: StateDocument | Mapping[str, Any], path: str | os.PathLik
     """Atomically, compact (large states are written at every round boundary)."""
     data = state.to_json() if isinstance(state, StateDocument) else state
     write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n")
+
+
+# --------------------------------------------------------------------------- lock
+
+DEFAULT_LOCK_TIMEOUT_S = 60.0
+LOCK_POLL_S = 0.1
+
+
+def lock_path(path: str | os.PathLike) -> Path:
+    """The lock file beside a state file: `state.json` -> `state.json.lock`."""
+    path = Path(path)
+    return path.with_name(path.name + ".lock")
+
+
+@contextlib.contextmanager
+def state_lock(
+    path: str | os.PathLike,
+    timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+    on_wait: Callable[[Path], None] | None = None,
+) -> Iterator[Path]:
+    """Hold an exclusive advisory lock (flock) on the lock file beside `path` for a whole
+    read-plan-write; a second caller waits up to `timeout_s` seconds (`on_wait` is told
+    once), then fails with InputError naming the state. The lock file is left in place:
+    removing it would let a third caller lock a new file while the second holds the old.
+    The kernel releases the lock when the process ends, however it ends."""
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout_s
+        told = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise InputError(
+                        f"is being planned by another call (lock {lock} held); gave up after {timeout_s:g} s "
+                        "(--lock-timeout)",
+                        path=path,
+                    ) from None
+                if on_wait is not None and not told:
+                    on_wait(lock)
+                    told = True
+                time.sleep(min(LOCK_POLL_S, left))
+        yield lock
+    finally:
+        os.close(fd)  # releases the lock
 
 
 # --------------------------------------------------------------------------- field readers
@@ -363,6 +451,39 @@ def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise TypeError("expected a string")
     return value
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _Invalid("expected a non-negative integer")
+    return value
+
+
+def _last_plan(value: Any) -> LastPlan | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Invalid("expected an object")
+    jobs = value.get("jobs", {})
+    if not isinstance(jobs, dict):
+        raise _Invalid("jobs: expected an object of job id -> steps")
+    plan_id = value.get("id")
+    if not isinstance(plan_id, str) or not plan_id:
+        raise _Invalid("id: expected a string")
+    return LastPlan(
+        id=plan_id,
+        from_version=_count(value.get("from_version")),
+        first_round=_count(value.get("first_round")),
+        rounds=_count(value.get("rounds")),
+        jobs={str(k): _finite_steps(v) for k, v in jobs.items()},
+    )
+
+
+def _finite_steps(value: Any) -> float:
+    steps = _number(value)
+    if not 0 <= steps < float("inf"):
+        raise _Invalid("jobs: expected steps that are finite and not negative")
+    return steps
 
 
 def _optional_text(value: Any) -> str | None:

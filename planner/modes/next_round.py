@@ -5,25 +5,43 @@ progress the launcher reports, submit new jobs, run K rounds of the engine,
 and return those rounds as a `rota.schedule/v1` document plus the new state.
 With faithful progress, K calls of one round give the rounds of one K-round
 plan, bit for bit (tests/test_state.py).
+
+A job the last call planned that the report does not mention did nothing: it
+is put back to its steps before those rounds, with a warning naming it (a job
+that was killed or never started writes no report). The new state's `version`
+is one more than the one planned from, and its `last_plan` and the schedule's
+`next_round.plan_id` carry one id, so the pair can be checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
+import json
+import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
 from planner.formats.files import input_records
 from planner.formats.jobs import Job, parse_jobs
-from planner.formats.schedule import Schedule
-from planner.formats.state import STATE_FORMAT, StateDocument
+from planner.formats.schedule import Schedule, read_schedule
+from planner.formats.state import STATE_FORMAT, LastPlan, StateDocument
 from planner.formats.table import ThroughputTable
-from planner.modes.plan import build_schedule
-from planner.modes.state import Progress, apply_progress, restore_engine, state_document, submit_new
+from planner.modes.plan import build_schedule, check_csv_pair
+from planner.modes.state import (
+    Progress,
+    apply_progress,
+    put_back_unreported,
+    restore_engine,
+    state_document,
+    submit_new,
+)
 from planner.policies import PolicyOptions, make_policy
 from planner.policies.base import Policy
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord, Solve
@@ -39,6 +57,7 @@ class NextRound:
     notes: list[str]
     done: bool  # nothing is left waiting or running
     timings: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what the caller should see on stderr
 
 
 def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
@@ -93,6 +112,10 @@ class _Session:
     options: dict[str, Any]
     cancelled: set[str]
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    version: int = 0  # of the state planned from (0: none)
+    last_plan: LastPlan | None = None  # what the call that wrote that state planned
+    rounds_before: int = 0  # rounds the state had planned
 
 
 def _fresh(
@@ -133,6 +156,11 @@ def _resumed(
         document, table=table, cluster=cluster, policy=make_policy_from(name, options), path=state_path
     )
     session = _Session(restored.engine, name, options, restored.cancelled)
+    session.version, session.last_plan, session.rounds_before = (
+        document.version,
+        document.last_plan,
+        document.rounds_done,
+    )
     engine = session.engine
     if name != saved_name:
         engine.request_resolve()
@@ -160,6 +188,15 @@ def _merge_progress(
             field="round",
         )
     notes = apply_progress(engine, progress, cluster=cluster, cancelled=session.cancelled, path=path)
+    if session.last_plan is not None:
+        session.warnings += put_back_unreported(
+            engine, progress, session.last_plan, cancelled=session.cancelled, path=path
+        )
+    elif session.rounds_before:
+        session.warnings.append(
+            f"{path}: the state does not record which jobs its last round listed (written by an older rota): "
+            "jobs without a report keep their planned steps"
+        )
     if progress.new_jobs:
         records = [dict(r) for r in progress.new_jobs]
         for r in records:
@@ -193,6 +230,8 @@ def _plan(
     engine = session.engine
     base = engine.n_rounds
     loaded = time.perf_counter()
+    if progress is None and (session.last_plan is not None or session.rounds_before):
+        progress = Progress()  # no report at all: no job reported, none is credited its plan
     if progress is not None:
         session.notes += _merge_progress(session, progress, table, cluster, progress_path)
     in_play = [jid for jid in engine.outcomes if jid in engine.active] + [j.job_id for j in engine.pending]
@@ -213,9 +252,19 @@ def _plan(
         inputs=input_records(inputs),
         cancelled=session.cancelled,
     )
+    document.version = session.version + 1
+    document.last_plan = LastPlan(
+        id=plan_id(schedule.rounds, session.version),
+        from_version=session.version,
+        first_round=base,
+        rounds=len(records),
+        jobs={jid: at_start[jid] for jid in dict.fromkeys(j for r in records for j in r.planned_steps)},
+    )
     done = not engine.active and not engine.pending
     if schedule.next_round is not None:
         schedule.next_round["done"] = done
+        schedule.next_round["state_version"] = document.version
+        schedule.next_round["plan_id"] = document.last_plan.id
     new_state = document.to_json()
     finished = time.perf_counter()
     timings = {
@@ -225,7 +274,14 @@ def _plan(
         "save_s": finished - stepped,
         "total_s": finished - started,
     }
-    return NextRound(schedule, new_state, records, session.notes, done, timings)
+    return NextRound(schedule, new_state, records, session.notes, done, timings, session.warnings)
+
+
+def plan_id(rounds: Sequence[Mapping[str, Any]], from_version: int) -> str:
+    """The id a round file and the state written with it share: the same call planned
+    again from the same state gets the same id."""
+    text = json.dumps({"from_version": from_version, "rounds": rounds}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass
@@ -298,3 +354,46 @@ def _schedule(
         "waiting_jobs": len(engine.pending),
     }
     return schedule
+
+
+def replayed_round(
+    document: StateDocument | None,
+    state_path: object,
+    asked: int,
+    out_path: str | os.PathLike,
+    csv_path: str | os.PathLike | None = None,
+) -> dict[str, Any]:
+    """The round file of the call that already planned from state version `asked`.
+
+    A launcher that retries a call whose answer it never saw must get the round that
+    call planned (the state already counts it), not the round after it and not an
+    error: the round file at `out_path` is returned if it is that call's (same plan id
+    as the state's `last_plan`, and its CSV view matches). Anything else is refused."""
+    version = 0 if document is None else document.version
+    last = None if document is None else document.last_plan
+    if last is None or last.from_version != asked or version != asked + 1:
+        state = "does not exist yet" if document is None else f"is at version {version}"
+        raise InputError(
+            f"{state}; --state-version {asked} cannot be planned from"
+            + (
+                " (the launcher is behind: use the latest round file's next_round.state_version)"
+                if asked < version
+                else ""
+            ),
+            path=state_path,
+            field="version",
+        )
+    where = f"state version {asked} was planned already (plan {last.id})"
+    if not Path(out_path).exists():
+        raise InputError(f"{where}, but its round file {out_path} is gone; cannot return it", path=state_path)
+    data = read_schedule(out_path)
+    found = (data.get("next_round") or {}).get("plan_id") if isinstance(data.get("next_round"), dict) else None
+    if found != last.id:
+        raise InputError(
+            f"is not the round file of {state_path} (plan {found!r}, the state's last plan is {last.id!r}): "
+            "the pair does not match",
+            path=out_path,
+        )
+    if csv_path is not None:
+        check_csv_pair(out_path, csv_path)
+    return data

@@ -7,19 +7,24 @@ into the `rota.schedule/v1` document (planner.formats.schedule writes it).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from planner import __version__
+from planner.errors import InputError
+from planner.formats.atomic import write_together
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
-from planner.formats.files import input_records
+from planner.formats.files import input_records, read_text
 from planner.formats.jobs import Job, read_jobs
-from planner.formats.schedule import AllocationRecord, Round, Schedule
+from planner.formats.schedule import AllocationRecord, Round, Schedule, read_schedule, schedule_csv
 from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
 from planner.modes.metrics import restart_metrics
 from planner.modes.metrics import utilisation as utilisation_since_start
@@ -270,3 +275,54 @@ def utilisation(result: EngineResult, until: float | None = None) -> dict[str, f
         return {w: 0.0 for w in result.worker_types}
     per_type = utilisation_since_start(result.busy_gpu_s, present, result.makespan_s if until is None else until)
     return {w: per_type.get(w, 0.0) for w in result.worker_types}
+
+
+# --------------------------------------------------------------------------- writing
+
+CSV_DIGEST_KEY = "csv_sha256"  # in a schedule JSON written with its CSV view: that CSV's digest
+
+
+def text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def schedule_files(
+    schedule: Schedule | Mapping[str, Any],
+    path: str | os.PathLike,
+    csv_path: str | os.PathLike | None = None,
+    *,
+    compact: bool = False,
+) -> list[tuple[Path, str]]:
+    """The (path, text) pairs of a schedule and its CSV view, in commit order: the CSV
+    first, then the JSON, which records the CSV's digest (so a CSV left from another
+    plan, or by a write cut between the two renames, is seen: `check_csv_pair`)."""
+    data = dict(schedule.to_json() if isinstance(schedule, Schedule) else schedule)
+    files: list[tuple[Path, str]] = []
+    if csv_path is not None:
+        csv = schedule_csv(data)
+        data[CSV_DIGEST_KEY] = text_digest(csv)
+        files.append((Path(csv_path), csv))
+    text = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=1)
+    files.append((Path(path), text + "\n"))
+    return files
+
+
+def write_plan_outputs(
+    schedule: Schedule | Mapping[str, Any], path: str | os.PathLike, csv_path: str | os.PathLike | None = None
+) -> None:
+    """`rota plan`'s schedule JSON and CSV view, together or not at all."""
+    write_together(schedule_files(schedule, path, csv_path))
+
+
+def check_csv_pair(path: str | os.PathLike, csv_path: str | os.PathLike) -> None:
+    """InputError unless the CSV at `csv_path` is the view written with the schedule at `path`."""
+    data = read_schedule(path)
+    recorded = data.get(CSV_DIGEST_KEY)
+    if recorded is None:
+        raise InputError(f"records no CSV view, so {csv_path} cannot be checked against it", path=path)
+    read_text(csv_path)  # missing, a folder, unreadable: one line naming it
+    if hashlib.sha256(Path(csv_path).read_bytes()).hexdigest() != recorded:
+        raise InputError(
+            f"is not the CSV view of {path} (another plan's, or a write was cut short); plan again",
+            path=csv_path,
+        )

@@ -32,6 +32,7 @@ from planner.formats.state import (
     EngineEntry,
     JobEntry,
     JobStatus,
+    LastPlan,
     MechanismEntry,
     PlacementEntry,
     PolicyEntry,
@@ -63,6 +64,7 @@ __all__ = [
     "encode",
     "engine_snapshot",
     "progress_from_dict",
+    "put_back_unreported",
     "read_progress",
     "read_state",
     "restore_engine",
@@ -309,6 +311,31 @@ def apply_progress(
         cancelled.add(jid)
         notes.append(f"{jid}: cancelled")
     return notes
+
+
+def put_back_unreported(
+    engine: Engine, progress: Progress, last_plan: LastPlan, *, cancelled: set[str], path: object = "<progress>"
+) -> list[str]:
+    """Jobs the last call planned that `progress` does not mention made no progress: a job
+    killed at the deadline, or cancelled before it started, writes no report. Each goes
+    back to its steps before those rounds (one that was planned to finish runs again),
+    never on to its planned steps. Returns one warning per job, then a count."""
+    waiting = {j.job_id for j in engine.pending}
+    missing = [
+        jid for jid in last_plan.jobs if jid not in progress.jobs and jid not in cancelled and jid in engine.outcomes
+    ]
+    first, last = last_plan.first_round, last_plan.first_round + last_plan.rounds - 1
+    rounds = f"round {first}" if first == last else f"rounds {first}-{last}"
+    warnings = []
+    for jid in missing:
+        before = last_plan.jobs[jid]
+        planned = engine.outcomes[jid].steps_done - before
+        _fold_report(engine, jid, JobProgress(steps_done=before), waiting)
+        warnings.append(f"{jid}: no progress report for {rounds}; counted as 0 steps, not the {planned:g} planned")
+    if missing:
+        where = "" if str(path).startswith("<") else f" in {path}"
+        warnings.append(f"{len(missing)} job(s) of {rounds} sent no progress report{where}; counted as no progress")
+    return warnings
 
 
 def _move_clock(engine: Engine, time_s: float | None, path: object) -> list[str]:
