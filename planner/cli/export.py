@@ -113,3 +113,5 @@ def export_command(
     stdout.print(f"wrote {len(written)} file(s) for {fmt} under {out} ({rounds} round(s))")
     for note in context.skipped:
         stdout.print(f"note: skipped {note}")
+    for note in context.notes:
+        stdout.print(f"warning: {note}")

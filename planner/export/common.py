@@ -41,6 +41,7 @@ class ExportContext:
     table: ThroughputTable | None = None
     job_types: dict[str, JobType] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # checks the validator could not run
+    notes: list[str] = field(default_factory=list)  # warnings an exporter has for the user
 
     @property
     def round_s(self) -> float:

@@ -4,6 +4,7 @@
     worker_types:
       v100: {gpus: 8, gpus_per_node: 4, nodes: [v100-a, v100-b], cost_per_gpu_hour: 2.48}
       k80:  {gpus: 4}                # one node of 4 GPUs, named k80-0
+      h100: {gpus: 8, gpu_product: NVIDIA-H100-80GB-HBM3}   # Kubernetes node label value (optional)
 
 Errors name the file and the field path (e.g. worker_types.v100.gpus).
 """
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
 CLUSTER_FORMAT = "rota.cluster/v1"
-_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour"}
+_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour", "gpu_product"}
 # Bounds (a typo such as 10**12 GPUs must not exhaust memory): GPUs of one worker
 # type, and names (worker types, nodes): printable, no line breaks, at most MAX_NAME characters.
 MAX_GPUS_PER_TYPE = 100_000
@@ -42,6 +43,7 @@ class WorkerType:
     gpus_per_node: int
     nodes: tuple[str, ...]
     cost_per_gpu_hour: float | None = None
+    gpu_product: str | None = None  # the GPU's product name as Kubernetes nodes are labelled with it
 
     def gpu_slots(self) -> list[tuple[str, int]]:
         """Every GPU as (node name, local GPU index), node by node."""
@@ -131,7 +133,12 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     cost = spec.get("cost_per_gpu_hour")
     if cost is not None:
         cost = parse_float(cost, at, f"{where}.cost_per_gpu_hour", minimum=0, strict=True, wording=PRICE)
-    return WorkerType(name, gpus, per_node, tuple(nodes), cost)
+    product = spec.get("gpu_product")
+    if product is not None:
+        if not isinstance(product, str):
+            raise at.error(f"{where}.gpu_product", f"expected a product name such as Tesla-T4, got {product!r}")
+        product = _check_name(product, at, f"{where}.gpu_product")
+    return WorkerType(name, gpus, per_node, tuple(nodes), cost, product)
 
 
 def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
