@@ -30,14 +30,21 @@ import sys
 import time
 
 
-def run_commands(commands: list[dict], round_s: float, grace_s: float, poll_s: float = 0.2) -> list[int]:
-    """Start each {"command", "env"} in its own process group; SIGTERM after
-    round_s - grace_s, SIGKILL after round_s. Returns the exit codes."""
+def run_commands(
+    commands: list[dict], round_s: float, grace_s: float, poll_s: float = 0.2, cwd: str | None = None
+) -> list[int]:
+    """Start each {"command", "env"} in its own process group (in `cwd`, the driver's folder, where
+    this node has it: relative paths then mean what they meant to whoever ran the driver); SIGTERM
+    after round_s - grace_s, SIGKILL after round_s. Returns the exit codes."""
     started = time.monotonic()
+    cwd = cwd if cwd and os.path.isdir(cwd) else None
     # `trap : TERM` keeps the shell alive until its command exits, so the exit code is the job's.
     procs = [
         subprocess.Popen(
-            ["/bin/sh", "-c", "trap : TERM; " + c["command"]], env={**os.environ, **c["env"]}, start_new_session=True
+            ["/bin/sh", "-c", "trap : TERM; " + c["command"]],
+            env={**os.environ, **c["env"]},
+            start_new_session=True,
+            cwd=cwd,
         )
         for c in commands
     ]
@@ -138,7 +145,7 @@ def run_round(rnd: dict, plan: dict, placement_timeout_s: float | None = None) -
                     num_gpus=bundle["GPU"],
                     resources=resources,
                     scheduling_strategy=strategy(pg, i),
-                ).remote(commands, plan["round_s"], plan["grace_s"])
+                ).remote(commands, plan["round_s"], plan["grace_s"], cwd=os.getcwd())
         return dict(zip(refs, ray.get(list(refs.values()))))
     finally:
         for pg in groups:

@@ -100,9 +100,11 @@ def rota(*args: str | Path, cwd: Path) -> str:
 
 
 def drive(plan: Path, cluster: LocalRayCluster, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    """The driver as a user runs it, from the folder that holds the launch folder."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     return subprocess.run(
         [sys.executable, str(plan.with_name("ray_driver.py")), str(plan), "--address", cluster.address, *args],
+        cwd=plan.parent.parent,
         env=env,
         capture_output=True,
         text=True,
@@ -192,8 +194,9 @@ def test_next_round_loop(ray_cluster, inputs):
     for k in range(3):
         progress = d / f"progress-{k}"
         progress.mkdir()
+        # a relative --progress-dir: the jobs run in the driver's folder, not in Ray's
         rota("export", "ray", "round.json", "--out", f"launch-{k}", "--grace", str(GRACE_S),
-             "--progress-dir", progress, cwd=d)  # fmt: skip
+             "--progress-dir", progress.name, cwd=d)  # fmt: skip
         plan = json.loads((d / f"launch-{k}" / "ray_plan.json").read_text())
         (rnd,) = plan["rounds"]
         assert rnd["index"] == k
