@@ -62,13 +62,21 @@ def export_command(
     ] = None,
     gpu_resource: Annotated[str, typer.Option(help="Kubernetes: GPU resource name.")] = "nvidia.com/gpu",
     pin_nodes: Annotated[
-        bool, typer.Option(help="Kubernetes: pin pods to the planned nodes (kubernetes.io/hostname).")
+        bool,
+        typer.Option(
+            help="Kubernetes, Ray: pin pods / bundles to the planned nodes (kubernetes.io/hostname, node:NAME)."
+        ),
     ] = True,
     accelerator_type: Annotated[
         Optional[list[str]], typer.Option(help="Ray: TYPE=ACCELERATOR (repeatable), default: the type upper-cased.")
     ] = None,
     node_resource: Annotated[
-        Optional[str], typer.Option(help="Ray: prefix of a per-node custom resource to pin bundles, e.g. 'node:'.")
+        Optional[str],
+        typer.Option(help="Ray: prefix of the per-node custom resource that pins bundles (default 'node:')."),
+    ] = None,
+    placement_timeout: Annotated[
+        Optional[float],
+        typer.Option(help="Ray: seconds to wait for a round's placement groups before it fails (default 120)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the written files as JSON.")] = False,
 ):
@@ -95,6 +103,7 @@ def export_command(
         pin_nodes=pin_nodes,
         accelerator_type=list(accelerator_type or []),
         node_resource=node_resource,
+        placement_timeout_s=placement_timeout,
     )
     written = export_schedule(fmt, context, out, **options)
     if as_json:
@@ -104,3 +113,5 @@ def export_command(
     stdout.print(f"wrote {len(written)} file(s) for {fmt} under {out} ({rounds} round(s))")
     for note in context.skipped:
         stdout.print(f"note: skipped {note}")
+    for note in context.notes:
+        stdout.print(f"warning: {note}")

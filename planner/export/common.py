@@ -41,6 +41,7 @@ class ExportContext:
     table: ThroughputTable | None = None
     job_types: dict[str, JobType] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # checks the validator could not run
+    notes: list[str] = field(default_factory=list)  # warnings an exporter has for the user
 
     @property
     def round_s(self) -> float:
@@ -308,6 +309,30 @@ def job_env(
     }
     if progress_dir:
         env["ROTA_PROGRESS_FILE"] = f"{progress_dir.rstrip('/')}/{progress_file_name(jid)}"
+    return env
+
+
+# The gang contract, the same under every launcher: a job's command runs once per node of its
+# placement, and every process is told how many nodes there are, its node's rank and where rank 0
+# listens (torch.distributed's MASTER_ADDR / MASTER_PORT), also for a job on one node. Only rank 0
+# writes the progress report.
+MASTER_PORT_BASE = 29500
+
+
+def master_port(job_id: str) -> int:
+    """The port rank 0 of `job_id` listens on: 29500 + a stable hash of the id mod 1000, the same
+    on every node and in every round, and different for co-located jobs (almost always)."""
+    return MASTER_PORT_BASE + int(hashlib.sha256(job_id.encode()).hexdigest(), 16) % 1000
+
+
+def gang_env(job_id: str, *, num_nodes: int, node_rank: int | None = None, master_addr: str | None = None) -> dict:
+    """ROTA_NUM_NODES, ROTA_MASTER_PORT and, where known when the files are written, ROTA_NODE_RANK
+    and ROTA_MASTER_ADDR (a launcher that learns them at run time sets them itself)."""
+    env = {"ROTA_NUM_NODES": str(num_nodes), "ROTA_MASTER_PORT": str(master_port(job_id))}
+    if node_rank is not None:
+        env["ROTA_NODE_RANK"] = str(node_rank)
+    if master_addr is not None:
+        env["ROTA_MASTER_ADDR"] = master_addr
     return env
 
 

@@ -1,8 +1,10 @@
 """Kubernetes export: one manifest per assignment per round, gang-scheduled.
 
 Pods are pinned with `nodeSelector` on the GPU-product label (key configurable,
-default `nvidia.com/gpu.product`; value per worker type, default its name) and
-on `kubernetes.io/hostname` (the plan's node), and ask for their GPUs in
+default `nvidia.com/gpu.product`, which NVIDIA's GPU feature discovery sets; the
+value per worker type: `--gpu-product`, else the cluster spec's `gpu_product`,
+else GPU_PRODUCTS for the well-known types, else the type's name with a warning)
+and on `kubernetes.io/hostname` (the plan's node), and ask for their GPUs in
 `resources.limits`. A pod lives at most one round: `activeDeadlineSeconds`
 ends it `grace` seconds before the round's end, with SIGTERM and
 `terminationGracePeriodSeconds` = grace to checkpoint.
@@ -13,6 +15,11 @@ Gangs (one pod per node of the placement, so per-node GPU counts are exact):
 - kueue: a suspended `batch/v1` Job labelled `kueue.x-k8s.io/queue-name` (one
   node), or a `jobset.x-k8s.io/v1alpha2` JobSet with one replicated Job per node
   (Kueue admits all of it or nothing).
+
+Gang contract (common.gang_env): one pod per node runs each job's command once,
+with ROTA_NODE_RANK = the pod's task / replicated-job index, ROTA_NUM_NODES,
+ROTA_MASTER_PORT and ROTA_MASTER_ADDR: rank 0's DNS name in a multi-node gang
+(Volcano's `svc` plugin / JobSet's headless service), the pod's own IP otherwise.
 
 `check_manifest` is an offline structural check of every field emitted here
 (types, required fields, DNS names, label syntax, unknown fields rejected).
@@ -35,6 +42,7 @@ from planner.export.common import (
     assignment_label,
     commands_of,
     dns_name,
+    gang_env,
     gpus_by_node,
     grace_for,
     header,
@@ -50,6 +58,23 @@ DEFAULT_LABEL_KEY = "nvidia.com/gpu.product"
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_IMAGE = "rota-workload:latest"
 GANGS = ("volcano", "kueue")
+# What NVIDIA's GPU feature discovery writes into nvidia.com/gpu.product for the usual model of each
+# GPU (nvidia-smi's product name, spaces as '-'). Other variants (V100 32 GB, A100 40 GB or PCIe, H100
+# PCIe, ...) carry other values: set them per worker type in the cluster spec (gpu_product) or with
+# --gpu-product, and check with `kubectl get nodes -L nvidia.com/gpu.product`.
+GPU_PRODUCTS = {
+    "k80": "Tesla-K80",
+    "p100": "Tesla-P100-PCIE-16GB",
+    "v100": "Tesla-V100-SXM2-16GB",
+    "t4": "Tesla-T4",
+    "a10": "NVIDIA-A10",
+    "a10g": "NVIDIA-A10G",
+    "a100": "NVIDIA-A100-SXM4-80GB",
+    "h100": "NVIDIA-H100-80GB-HBM3",
+    "h200": "NVIDIA-H200",
+    "l4": "NVIDIA-L4",
+    "l40s": "NVIDIA-L40S",
+}
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
@@ -82,6 +107,7 @@ def _pod_template(
     n_gpus: int,
     rank: int,
     n_nodes: int,
+    master_addr: str | None,
     labels: dict,
     image: str,
     label_key: str,
@@ -93,7 +119,17 @@ def _pod_template(
     progress_dir: str | None,
 ) -> dict:
     env = {"ROTA_NODE_RANK": str(rank), "ROTA_NUM_NODES": str(n_nodes)}
-    script = launch_script(commands_of(context, rnd, a, grace_s=grace, progress_dir=progress_dir, extra_env=env))
+    commands = [
+        (command, {**job, **gang_env(job["ROTA_JOB_ID"], num_nodes=n_nodes, node_rank=rank)})
+        for command, job in commands_of(context, rnd, a, grace_s=grace, progress_dir=progress_dir)
+    ]
+    script = launch_script(commands)
+    # rank 0's address: its DNS name in a gang over several nodes, else this pod's own IP
+    master: dict[str, Any] = (
+        {"name": "ROTA_MASTER_ADDR", "value": master_addr}
+        if master_addr
+        else {"name": "ROTA_MASTER_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+    )
     selector = {label_key: product}
     if pin_nodes:
         selector["kubernetes.io/hostname"] = node
@@ -107,7 +143,7 @@ def _pod_template(
                 "name": "job",
                 "image": image,
                 "command": ["/bin/sh", "-c", script],
-                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "env": [{"name": k, "value": v} for k, v in env.items()] + [master],
                 "resources": {"limits": {gpu_resource: n_gpus}},
             }
         ],
@@ -127,7 +163,7 @@ def manifest(
     namespace: str | None,
     image: str,
     label_key: str,
-    products: dict[str, str],
+    product: str,
     gpu_resource: str,
     grace: int,
     pin_nodes: bool,
@@ -147,7 +183,6 @@ def manifest(
         "rota/gpus": ",".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"]),
     }
     nodes = gpus_by_node(a)
-    product = products.get(a["worker_type"], a["worker_type"])
     pods = [
         _pod_template(
             context,
@@ -157,6 +192,7 @@ def manifest(
             n_gpus=len(gpus),
             rank=k,
             n_nodes=len(nodes),
+            master_addr=_master_dns(gang, name) if len(nodes) > 1 else None,
             labels=labels,
             image=image,
             label_key=label_key,
@@ -173,6 +209,8 @@ def manifest(
         spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": len(pods), "maxRetry": 1}
         if queue:
             spec["queue"] = queue
+        if len(pods) > 1:  # a headless service and DNS names for the pods (rank 0's is ROTA_MASTER_ADDR)
+            spec["plugins"] = {"svc": []}
         # A pod ended by the round's deadline ends the gang; the next round starts it afresh.
         spec["policies"] = [
             {"event": "PodFailed", "action": "TerminateJob"},
@@ -194,16 +232,53 @@ def manifest(
         "metadata": meta,
         "spec": {
             "suspend": True,
+            "network": {"enableDNSHostnames": True},  # rank 0's DNS name is ROTA_MASTER_ADDR
             "replicatedJobs": [
                 {
                     "name": f"node{k}",
                     "replicas": 1,
-                    "template": {"spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pod}},
+                    "template": {
+                        "spec": {
+                            "parallelism": 1,
+                            "completions": 1,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": pod,
+                        }
+                    },
                 }
                 for k, pod in enumerate(pods)
             ],
         },
     }
+
+
+def _master_dns(gang: str, name: str) -> str:
+    """The DNS name of rank 0's pod (task / replicated Job `node0`) in the gang's headless service:
+    Volcano's svc plugin names pods <job>-<task>-<index> under the job's name; JobSet names them
+    <jobset>-<replicatedJob>-<job index>-<pod index> under the JobSet's name."""
+    return f"{name}-node0-0.{name}" if gang == "volcano" else f"{name}-node0-0-0.{name}"
+
+
+def gpu_products(context: ExportContext, overrides: dict[str, str], label_key: str) -> tuple[dict[str, str], list[str]]:
+    """The GPU-product label value of each worker type, and warnings for the types with no known value:
+    --gpu-product, else the cluster spec's gpu_product, else GPU_PRODUCTS (for GPU feature
+    discovery's label only), else the type's own name."""
+    out, warnings = {}, []
+    for name, wt in context.cluster.worker_types.items():
+        known = GPU_PRODUCTS.get(name.lower()) if label_key == DEFAULT_LABEL_KEY else name
+        value = overrides.get(name) or wt.gpu_product or known
+        if value is None:
+            value = name
+            warnings.append(
+                f"no {label_key} value known for worker type {name!r}: its pods select {label_key}={name}, "
+                f"which GPU feature discovery does not set; give --gpu-product {name}=VALUE "
+                f"or gpu_product in the cluster spec"
+            )
+        if not _LABEL_VALUE.match(value) or len(value) > 63:
+            raise InputError(f"{value!r} is not a valid label value for worker type {name!r}", field="--gpu-product")
+        out[name] = value
+    return out, warnings
 
 
 DRIVER = """#!/bin/bash
@@ -259,6 +334,8 @@ def export_kubernetes(
     if unknown:
         raise InputError(f"worker type {sorted(unknown)[0]!r} is not in the cluster", field="--gpu-product")
     require_valid(context)
+    product_of, warnings = gpu_products(context, products, label_key)
+    context.notes.extend(warnings)
     grace = grace_for(context.round_s, grace_s)
     files: dict[str, str] = {}
     rounds = []
@@ -274,7 +351,7 @@ def export_kubernetes(
                 namespace=namespace,
                 image=image,
                 label_key=label_key,
-                products=products,
+                product=product_of[a["worker_type"]],
                 gpu_resource=gpu_resource,
                 grace=grace,
                 pin_nodes=pin_nodes,
@@ -302,33 +379,26 @@ _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}\Z")
 _LABEL_VALUE = re.compile(rf"^({_LABEL_NAME})?\Z")
 _ENV_NAME = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*\Z")
-_VOLCANO_EVENTS = {
-    "*",
-    "PodPending",
-    "PodRunning",
-    "PodFailed",
-    "PodEvicted",
-    "Unknown",
-    "TaskCompleted",
-    "TaskFailed",
-    "OutOfSync",
-    "CommandIssued",
-    "JobUpdated",
-}
-_VOLCANO_ACTIONS = {
-    "AbortJob",
-    "RestartJob",
-    "RestartTask",
-    "RestartPod",
-    "TerminateJob",
-    "CompleteJob",
-    "ResumeJob",
-    "SyncJob",
-    "EnqueueJob",
-    "SyncQueue",
-    "OpenQueue",
-    "CloseQueue",
-}
+# The policy events and actions Volcano's admission webhook accepts (policyEventMap / policyActionMap
+# in pkg/webhooks/admission/jobs/validate/util.go, volcano-sh/volcano ed72c7c8, v1.16.0-alpha.1+):
+# the CRD's enum also lists PodRunning, OutOfSync and CommandIssued, which the webhook refuses.
+VOLCANO_EVENTS = frozenset(
+    {"*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated"}
+)
+VOLCANO_ACTIONS = frozenset(
+    {
+        "AbortJob",
+        "RestartJob",
+        "RestartTask",
+        "RestartPod",
+        "RestartPartition",
+        "TerminateJob",
+        "CompleteJob",
+        "ResumeJob",
+    }
+)
+# job plugins Volcano's controller registers (pkg/controllers/job/plugins, same commit)
+VOLCANO_PLUGINS = frozenset({"env", "svc", "ssh", "mpi", "pytorch", "tensorflow", "ray", "hcclrank"})
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?|[mun]|e[0-9]+)?\Z")
 
 
@@ -440,10 +510,7 @@ class _Checker:
             if key in c and (not isinstance(c[key], list) or not all(isinstance(s, str) for s in c[key])):
                 self.fail(f"{where}.{key}", "expected a list of strings")
         for k, e in enumerate(c.get("env", [])):
-            if self.fields(e, f"{where}.env[{k}]", {"name": True, "value": False}):
-                self.string(e, "name", f"{where}.env[{k}]", _ENV_NAME)
-                if "value" in e and not isinstance(e["value"], str):
-                    self.fail(f"{where}.env[{k}].value", f"expected a string, got {e['value']!r}")
+            self.env_var(e, f"{where}.env[{k}]")
         res = c.get("resources")
         if res is not None and self.fields(res, f"{where}.resources", {"limits": False, "requests": False}):
             for kind in ("limits", "requests"):
@@ -456,6 +523,21 @@ class _Checker:
                     if not ok:
                         self.fail(f"{where}.resources.{kind}.{name}", f"invalid quantity {q!r}")
 
+    def env_var(self, e: Any, where: str) -> None:
+        if not self.fields(e, where, {"name": True, "value": False, "valueFrom": False}):
+            return
+        self.string(e, "name", where, _ENV_NAME)
+        if "value" in e and not isinstance(e["value"], str):
+            self.fail(f"{where}.value", f"expected a string, got {e['value']!r}")
+        if "valueFrom" in e:
+            if "value" in e:
+                self.fail(f"{where}.valueFrom", "may not be given with value")
+            ref = e["valueFrom"]
+            if self.fields(ref, f"{where}.valueFrom", {"fieldRef": True}) and self.fields(
+                ref["fieldRef"], f"{where}.valueFrom.fieldRef", {"fieldPath": True}
+            ):
+                self.string(ref["fieldRef"], "fieldPath", f"{where}.valueFrom.fieldRef")
+
     def job_spec(self, spec: Any, where: str) -> None:
         if not self.fields(
             spec,
@@ -464,6 +546,7 @@ class _Checker:
                 "suspend": False,
                 "parallelism": False,
                 "completions": False,
+                "completionMode": False,
                 "backoffLimit": False,
                 "activeDeadlineSeconds": False,
                 "ttlSecondsAfterFinished": False,
@@ -472,6 +555,8 @@ class _Checker:
         ):
             return
         self.boolean(spec, "suspend", where)
+        if spec.get("completionMode", "NonIndexed") not in ("NonIndexed", "Indexed"):
+            self.fail(f"{where}.completionMode", "must be NonIndexed or Indexed")
         for key in ("parallelism", "completions", "backoffLimit", "ttlSecondsAfterFinished"):
             self.integer(spec, key, where)
         self.integer(spec, "activeDeadlineSeconds", where, 1)
@@ -485,16 +570,19 @@ class _Checker:
             "queue": False,
             "maxRetry": False,
             "policies": False,
+            "plugins": False,
             "tasks": True,
         }
         if not self.fields(spec, "spec", allowed):
             return
-        for k, pol in enumerate(spec.get("policies", [])):
-            if self.fields(pol, f"spec.policies[{k}]", {"event": True, "action": True}):
-                if pol["event"] not in _VOLCANO_EVENTS:
-                    self.fail(f"spec.policies[{k}].event", f"unknown event {pol['event']!r}")
-                if pol["action"] not in _VOLCANO_ACTIONS:
-                    self.fail(f"spec.policies[{k}].action", f"unknown action {pol['action']!r}")
+        self.volcano_policies(spec.get("policies", []))
+        plugins = spec.get("plugins", {})
+        if not isinstance(plugins, dict) or not all(
+            isinstance(v, list) and all(isinstance(a, str) for a in v) for v in plugins.values()
+        ):
+            self.fail("spec.plugins", "expected a mapping of plugin name to a list of arguments")
+        elif set(plugins) - VOLCANO_PLUGINS:
+            self.fail("spec.plugins", f"unknown plugin {sorted(set(plugins) - VOLCANO_PLUGINS)[0]!r}")
         self.string(spec, "schedulerName", "spec")
         self.string(spec, "queue", "spec")
         self.integer(spec, "minAvailable", "spec", 1)
@@ -514,10 +602,32 @@ class _Checker:
         if isinstance(spec.get("minAvailable"), int) and spec["minAvailable"] > replicas:
             self.fail("spec.minAvailable", f"{spec['minAvailable']} is more than the {replicas} pods")
 
+    def volcano_policies(self, policies: Any) -> None:
+        """What Volcano's webhook checks: a known event and action, each event once, `*` alone."""
+        if not isinstance(policies, list):
+            self.fail("spec.policies", "expected a list")
+            return
+        events: list[str] = []
+        for k, pol in enumerate(policies):
+            if self.fields(pol, f"spec.policies[{k}]", {"event": True, "action": True}):
+                if pol["event"] not in VOLCANO_EVENTS:
+                    self.fail(f"spec.policies[{k}].event", f"event {pol['event']!r} is not accepted by Volcano")
+                elif pol["event"] in events:
+                    self.fail(f"spec.policies[{k}].event", f"event {pol['event']!r} given twice")
+                events.append(pol["event"])
+                if pol["action"] not in VOLCANO_ACTIONS:
+                    self.fail(f"spec.policies[{k}].action", f"action {pol['action']!r} is not accepted by Volcano")
+        if "*" in events and len(events) > 1:
+            self.fail("spec.policies", "event '*' must be the only one")
+
     def jobset_spec(self, spec: Any) -> None:
-        if not self.fields(spec, "spec", {"suspend": False, "replicatedJobs": True}):
+        if not self.fields(spec, "spec", {"suspend": False, "network": False, "replicatedJobs": True}):
             return
         self.boolean(spec, "suspend", "spec")
+        network = spec.get("network", {})
+        if self.fields(network, "spec.network", {"enableDNSHostnames": False, "subdomain": False}):
+            self.boolean(network, "enableDNSHostnames", "spec.network")
+            self.string(network, "subdomain", "spec.network", _DNS_LABEL, 63)
         jobs = spec.get("replicatedJobs")
         if not isinstance(jobs, list) or not jobs:
             self.fail("spec.replicatedJobs", "expected a non-empty list")

@@ -1,12 +1,19 @@
 """Ray export: a JSON plan of placement groups per round, and the driver that runs it.
 
 Each assignment becomes a placement group with one bundle per node of its gang:
-`{"GPU": n, "CPU": 1, "accelerator_type:<T>": 0.001}` (the resource Ray sets on
-nodes with that GPU and that `accelerator_type=` asks for), STRICT_PACK for one
-node and STRICT_SPREAD (one bundle per node) for several. T defaults to the
-worker type upper-cased (a100 -> A100) and can be set per type. Node names stay
-in the plan as advice: Ray places bundles itself, unless `node_resource` names a
-custom resource prefix the cluster's nodes advertise (e.g. `node:` + name).
+`{"GPU": n, "CPU": 1, "accelerator_type:<T>": 0.001, "node:<name>": 0.001}`.
+`accelerator_type:<T>` is the resource Ray sets on nodes with that GPU (T defaults to
+the worker type upper-cased, a100 -> A100, and can be set per type); `node:<name>`
+pins the bundle to the planned node, which must advertise that custom resource
+(`ray start --resources '{"node:<name>": 1}'`; a node named by its IP has it from
+Ray already). `node_resource` changes the prefix; `pin_nodes=False` leaves the
+placement to Ray. STRICT_PACK for one node, STRICT_SPREAD (one bundle per node)
+for several. A group not placed within `placement_timeout_s` fails the round,
+naming it and its jobs.
+
+Gang contract (common.gang_env): the driver starts every job's command once per
+bundle (node), with ROTA_NODE_RANK = the bundle index and ROTA_MASTER_ADDR = the
+address of bundle 0's node; ROTA_NUM_NODES and ROTA_MASTER_PORT are in the plan.
 """
 
 from __future__ import annotations
@@ -14,12 +21,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from planner.errors import InputError
 from planner.export.common import (
     DEFAULT_GRACE_S,
     ExportContext,
     assignment_label,
     commands_of,
     dns_name,
+    gang_env,
     gpus_by_node,
     grace_for,
     parse_map,
@@ -28,6 +37,8 @@ from planner.export.common import (
 )
 
 RAY_PLAN_FORMAT = "rota.ray-plan/v1"
+DEFAULT_NODE_RESOURCE = "node:"
+DEFAULT_PLACEMENT_TIMEOUT_S = 120.0
 
 
 def accelerator_name(worker_type: str, overrides: dict[str, str]) -> str:
@@ -39,7 +50,8 @@ def ray_plan(
     *,
     accelerator_types: dict[str, str],
     grace_s: int,
-    node_resource: str | None = None,
+    node_resource: str | None = DEFAULT_NODE_RESOURCE,
+    placement_timeout_s: float = DEFAULT_PLACEMENT_TIMEOUT_S,
     progress_dir: str | None = None,
 ) -> dict:
     rounds = []
@@ -55,7 +67,12 @@ def ray_plan(
                     bundle[f"{node_resource}{node}"] = 0.001
                 bundles.append(bundle)
             jobs = [
-                {"job_id": jid, "command": command, "env": env, "planned_steps": a["planned_steps"][jid]}
+                {
+                    "job_id": jid,
+                    "command": command,
+                    "env": {**env, **gang_env(jid, num_nodes=len(nodes))},
+                    "planned_steps": a["planned_steps"][jid],
+                }
                 for jid, (command, env) in zip(
                     a["jobs"], commands_of(context, rnd, a, grace_s=grace_s, progress_dir=progress_dir)
                 )
@@ -77,6 +94,7 @@ def ray_plan(
         "schedule": context.schedule_path.name,
         "round_s": context.round_s,
         "grace_s": grace_s,
+        "placement_timeout_s": placement_timeout_s,
         "contract": "SIGTERM grace_s seconds before the round ends: checkpoint and exit; "
         "the next round restarts the command, which resumes from it",
         "rounds": rounds,
@@ -90,16 +108,24 @@ def export_ray(
     accelerator_type: list[str] | dict | None = None,
     grace_s: float = DEFAULT_GRACE_S,
     node_resource: str | None = None,
+    pin_nodes: bool = True,
+    placement_timeout_s: float | None = None,
     progress_dir: str | None = None,
     **_ignored,
 ) -> list[Path]:
     require_valid(context)
     overrides = parse_map(accelerator_type, "--accelerator-type")
+    timeout = DEFAULT_PLACEMENT_TIMEOUT_S if placement_timeout_s is None else float(placement_timeout_s)
+    if not timeout > 0 or timeout == float("inf"):
+        raise InputError(
+            f"expected a positive number of seconds, got {placement_timeout_s!r}", field="--placement-timeout"
+        )
     plan = ray_plan(
         context,
         accelerator_types=overrides,
         grace_s=grace_for(context.round_s, grace_s),
-        node_resource=node_resource,
+        node_resource=(node_resource or DEFAULT_NODE_RESOURCE) if pin_nodes else None,
+        placement_timeout_s=timeout,
         progress_dir=progress_dir,
     )
     driver = (Path(__file__).parent / "ray_driver.py").read_text(encoding="utf-8")

@@ -5,6 +5,7 @@
       v100: {gpus: 8, gpus_per_node: 4, nodes: [v100-a, v100-b], cost_per_gpu_hour: 2.48}
       k80:  {gpus: 4}                # one node of 4 GPUs, named k80-0
       p100: {gpus: 4, restart_s: 30} # seconds a job loses per (re)start here when the table has none
+      h100: {gpus: 8, gpu_product: NVIDIA-H100-80GB-HBM3}   # Kubernetes node label value (optional)
 
 Errors name the file and the field path (e.g. worker_types.v100.gpus).
 """
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
 CLUSTER_FORMAT = "rota.cluster/v1"
-_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour", "restart_s"}
+_WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour", "restart_s", "gpu_product"}
 # Bounds (a typo such as 10**12 GPUs must not exhaust memory): GPUs of one worker
 # type, and names (worker types, nodes): printable, no line breaks, at most MAX_NAME characters.
 MAX_GPUS_PER_TYPE = 100_000
@@ -44,6 +45,7 @@ class WorkerType:
     nodes: tuple[str, ...]
     cost_per_gpu_hour: float | None = None
     restart_s: float | None = None  # default restart cost of a job here (None: unknown)
+    gpu_product: str | None = None  # the GPU's product name as Kubernetes nodes are labelled with it
 
     def gpu_slots(self) -> list[tuple[str, int]]:
         """Every GPU as (node name, local GPU index), node by node."""
@@ -87,7 +89,7 @@ def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
     if isinstance(spec, int) and not isinstance(spec, bool):
         spec = {"gpus": spec}  # shorthand: v100: 4
     if not isinstance(spec, dict):
-        raise at.error(where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour, restart_s)")
+        raise at.error(where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour, restart_s, gpu_product)")
     unknown = set(spec) - _WORKER_KEYS
     if unknown:
         raise at.error(f"{where}.{sorted(unknown)[0]}", f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})")
@@ -136,7 +138,12 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     restart = spec.get("restart_s")
     if restart is not None:
         restart = parse_float(restart, at, f"{where}.restart_s", minimum=0, strict=True, wording=PRICE)
-    return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart)
+    product = spec.get("gpu_product")
+    if product is not None:
+        if not isinstance(product, str):
+            raise at.error(f"{where}.gpu_product", f"expected a product name such as Tesla-T4, got {product!r}")
+        product = _check_name(product, at, f"{where}.gpu_product")
+    return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart, product)
 
 
 def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:

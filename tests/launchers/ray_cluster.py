@@ -1,0 +1,196 @@
+"""A CPU-only local Ray cluster that stands in for a GPU cluster, for the Ray launcher tests.
+
+One `ray start --block` process per cluster node (the first is the head): each advertises the node's GPU
+count (`--num-gpus`; Ray only counts them, nothing touches a GPU), the `accelerator_type:<T>` resource
+Ray sets on real GPU nodes, and whatever per-node resources the exporter pins bundles with (by default
+`node:<name>`). Every port is a free one and the session lives in a private temp folder, so it runs
+beside any other Ray on the machine. `stop()` ends only the processes it started: each `--block`
+process and its descendants, by pid (never `ray stop`, which kills every Ray process on the machine).
+
+Each node's processes also see ROTA_TEST_NODE=<name> in their environment (set on its raylet, inherited
+by its workers and so by the job commands), which tells a test where a job really ran.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class FakeNode:
+    name: str
+    gpus: int
+    accelerator: str  # the T of accelerator_type:T
+    resources: dict[str, float] = field(default_factory=dict)  # extra custom resources
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children() -> dict[int, list[int]]:
+    """pid -> child pids, from /proc."""
+    out: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        out.setdefault(ppid, []).append(int(entry))
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    tree, out, frontier = _children(), [], [pid]
+    while frontier:
+        nxt = [c for p in frontier for c in tree.get(p, [])]
+        out += nxt
+        frontier = nxt
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# what `ray start --block` prints once its node is up and registered
+READY = b"This command will now block forever"
+
+
+class LocalRayCluster:
+    def __init__(self, nodes: list[FakeNode], *, ray_bin: str | None = None, node_resource: str = "node:"):
+        self.nodes = nodes
+        self.ray = ray_bin or str(Path(sys.executable).with_name("ray"))
+        self.node_resource = node_resource
+        self.temp_dir = tempfile.mkdtemp(prefix="rota-ray-")
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.procs: list[subprocess.Popen] = []
+        self.known: set[int] = set()  # every pid seen under our processes, for stop()
+
+    def _command(self, node: FakeNode, head: bool) -> list[str]:
+        resources = {f"accelerator_type:{node.accelerator}": 1, f"{self.node_resource}{node.name}": 1, **node.resources}
+        cmd = [self.ray, "start", "--block", "--disable-usage-stats", "--num-cpus", "2"]
+        cmd += ["--num-gpus", str(node.gpus), "--resources", json.dumps(resources)]
+        cmd += ["--object-store-memory", str(80 * 1024 * 1024), "--node-ip-address", "127.0.0.1"]
+        for option in (
+            "--node-manager-port",
+            "--object-manager-port",
+            "--metrics-export-port",
+            "--dashboard-agent-listen-port",
+            "--dashboard-agent-grpc-port",
+            "--runtime-env-agent-port",
+        ):
+            cmd += [option, str(free_port())]
+        if head:
+            cmd += ["--head", "--port", str(self.port), "--include-dashboard", "false", "--temp-dir", self.temp_dir]
+            cmd += ["--ray-client-server-port", str(free_port())]
+        else:
+            cmd += ["--address", self.address]
+        return cmd
+
+    def _start_node(self, node: FakeNode, head: bool) -> None:
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "ROTA_TEST_NODE": node.name}
+        env.pop("RAY_ADDRESS", None)
+        log = open(Path(self.temp_dir) / f"start-{node.name}.log", "wb")  # noqa: SIM115 (closed with the process)
+        self.procs.append(
+            subprocess.Popen(
+                self._command(node, head), env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.temp_dir
+            )
+        )
+        log.close()
+
+    def start(self, timeout_s: float = 120) -> None:
+        """One node after the other (all at once overloads a small machine's GCS)."""
+        for k, node in enumerate(self.nodes):
+            self._start_node(node, head=k == 0)
+            self._wait(node, timeout_s)
+
+    def _wait(self, node: FakeNode, timeout_s: float) -> None:
+        """Until `ray start --block` says its node is up (it prints READY once the node has joined)."""
+        proc, log = self.procs[-1], Path(self.temp_dir) / f"start-{node.name}.log"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self._remember()
+            if proc.poll() is not None:
+                raise RuntimeError(f"ray start for {node.name} exited with {proc.returncode}: {self.log_tail()}")
+            if READY in log.read_bytes():
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"Ray node {node.name} did not come up in {timeout_s:g} s: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        tails = []
+        for path in sorted(Path(self.temp_dir).glob("start-*.log")):
+            tails.append(f"{path.name}: {path.read_text(errors='replace')[-800:]}")
+        return "\n".join(tails)
+
+    def _remember(self) -> None:
+        for p in self.procs:
+            self.known.add(p.pid)
+            self.known.update(descendants(p.pid))
+
+    def stop(self) -> None:
+        """SIGTERM to each `ray start --block` (it stops its own daemons), then SIGKILL to whatever of
+        ours is left: the pids started here and every descendant seen while they ran."""
+        self._remember()
+        for p in reversed(self.procs):  # workers before the head
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for _ in range(3):
+            self._remember_orphans()
+            left = [pid for pid in self.known if _alive(pid)]
+            if not left:
+                break
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.5)
+        for p in self.procs:
+            if p.poll() is None:
+                p.wait(timeout=5)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+    def _remember_orphans(self) -> None:
+        """Descendants of known pids that are still alive (workers whose raylet just went)."""
+        for pid in list(self.known):
+            if _alive(pid):
+                self.known.update(descendants(pid))
+
+    def __enter__(self) -> LocalRayCluster:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

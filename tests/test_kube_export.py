@@ -1,0 +1,418 @@
+"""Kubernetes export: strict offline schema checks of every manifest, the GPU-product label values,
+the gang contract in the pods, and Volcano's policy allow-lists.
+
+Schemas: batch/v1 Jobs with kubernetes-validate (strict: unknown fields are errors). Volcano Jobs and
+JobSets against the field structure of their CRDs, written down below (fields, types, minimums, enums
+and required fields of the levels above the pod / Job template), with the embedded templates and the
+metadata checked by kubernetes-validate as core/v1 PodTemplateSpec, batch/v1 JobSpec and ObjectMeta.
+Read from:
+  volcano-sh/volcano @ ed72c7c815a9fd547a787134676f73d42e9d049c (2026-08-20, v1.16.0-alpha.1-42)
+    config/crd/volcano/bases/batch.volcano.sh_jobs.yaml (sha256 91b22fe5901f54f1...), version v1alpha1;
+    pkg/webhooks/admission/jobs/validate/util.go (policyEventMap / policyActionMap);
+  kubernetes-sigs/jobset @ 08dfbdfd682714a9ab929633eca8dc95315187e7 (2026-08-18, v0.13.0-devel-43)
+    config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml (sha256 029f74bbb91b7d94...), version v1alpha2.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from conftest import DATA
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.export import export_schedule, load_context
+from planner.export.kubernetes import VOLCANO_ACTIONS, VOLCANO_EVENTS, check_manifest
+from planner.formats.cluster import read_cluster
+from planner.formats.jobs import read_jobs
+from planner.formats.schedule import write_schedule
+from planner.formats.table import read_table
+from planner.modes.next_round import make_policy_from
+from planner.modes.plan import build_schedule
+from planner.rounds.engine import EngineConfig, run_engine
+
+K8S_VERSION = "1.37.0"
+INPUTS = {"table": DATA / "throughputs.csv", "jobs": DATA / "jobs.csv", "cluster": DATA / "cluster.yaml"}
+
+# ----------------------------------------------------------------- the CRDs' field structure
+
+STR, INT0, INT1, INT, BOOL, ANY_OBJECT = ("str",), ("int", 0), ("int", 1), ("int", None), ("bool",), ("object",)
+
+
+def obj(fields: dict[str, tuple], required: tuple[str, ...] = ()) -> tuple:
+    return ("obj", fields, required)
+
+
+def array(item: tuple) -> tuple:
+    return ("list", item)
+
+
+VOLCANO_POLICY = obj(
+    {
+        "action": STR,
+        "event": (
+            "enum",
+            ("*", "PodPending", "PodRunning", "PodFailed", "PodEvicted", "Unknown", "TaskCompleted", "OutOfSync")
+            + ("CommandIssued", "JobUpdated", "TaskFailed"),
+        ),
+        "events": array(STR),
+        "exitCode": INT,
+        "timeout": STR,
+    }
+)
+VOLCANO_JOB = obj(
+    {
+        "apiVersion": STR,
+        "kind": STR,
+        "metadata": ("k8s", "ObjectMeta"),
+        "spec": obj(
+            {
+                "maxRetry": INT0,
+                "minAvailable": INT0,
+                "minSuccess": INT1,
+                "networkTopology": ANY_OBJECT,
+                "plugins": ("map", array(STR)),
+                "policies": array(VOLCANO_POLICY),
+                "priorityClassName": STR,
+                "queue": STR,
+                "runningEstimate": STR,
+                "schedulerName": STR,
+                "tasks": array(
+                    obj(
+                        {
+                            "dependsOn": ANY_OBJECT,
+                            "maxRetry": INT0,
+                            "minAvailable": INT0,
+                            "name": STR,
+                            "partitionPolicy": ANY_OBJECT,
+                            "policies": array(VOLCANO_POLICY),
+                            "replicas": INT0,
+                            "template": ("k8s", "PodTemplateSpec"),
+                            "topologyPolicy": ("enum", ("none", "best-effort", "restricted", "single-numa-node")),
+                        }
+                    )
+                ),
+                "ttlSecondsAfterFinished": INT0,
+                "volumes": array(ANY_OBJECT),
+            }
+        ),
+        "status": ANY_OBJECT,
+    }
+)
+JOBSET = obj(
+    {
+        "apiVersion": STR,
+        "kind": STR,
+        "metadata": ("k8s", "ObjectMeta"),
+        "spec": obj(
+            {
+                "coordinator": ANY_OBJECT,
+                "failurePolicy": ANY_OBJECT,
+                "managedBy": STR,
+                "network": obj({"enableDNSHostnames": BOOL, "publishNotReadyAddresses": BOOL, "subdomain": STR}),
+                "replicatedJobs": array(
+                    obj(
+                        {
+                            "dependsOn": array(ANY_OBJECT),
+                            "groupName": STR,
+                            "name": STR,
+                            "replicas": INT0,
+                            "template": ("k8s", "JobTemplateSpec"),
+                        },
+                        required=("name", "template"),
+                    )
+                ),
+                "startupPolicy": ANY_OBJECT,
+                "successPolicy": ANY_OBJECT,
+                "suspend": BOOL,
+                "ttlSecondsAfterFinished": INT0,
+                "volumeClaimPolicies": array(ANY_OBJECT),
+            }
+        ),
+        "status": ANY_OBJECT,
+    }
+)
+CRDS = {("batch.volcano.sh/v1alpha1", "Job"): VOLCANO_JOB, ("jobset.x-k8s.io/v1alpha2", "JobSet"): JOBSET}
+# Volcano's admission webhook: the events and actions a user's policy may name.
+WEBHOOK_EVENTS = {"*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed", "JobUpdated"}
+WEBHOOK_ACTIONS = {"AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob"}
+WEBHOOK_ACTIONS |= {"CompleteJob", "ResumeJob"}
+
+
+def _k8s(kind: str, value: Any, where: str) -> list[str]:
+    """An embedded core type, checked strictly by kubernetes-validate inside an object that holds it."""
+    if kind == "PodTemplateSpec":
+        doc = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"}, "template": value}
+    elif kind == "JobTemplateSpec":
+        meta = {"name": "x", **(value.get("metadata") or {})} if isinstance(value, dict) else {}
+        doc = {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": value.get("spec")}
+        if isinstance(value, dict) and set(value) - {"metadata", "spec"}:
+            return [f"{where}: unknown field {sorted(set(value) - {'metadata', 'spec'})[0]}"]
+    else:  # ObjectMeta
+        doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": value}
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [f"{where}.{'.'.join(map(str, exc.absolute_path))}: {exc.message}"]
+    return []
+
+
+def _scalar(value: Any, schema: tuple, where: str) -> list[str]:
+    kind = schema[0]
+    if kind == "str":
+        return [] if isinstance(value, str) else [f"{where}: expected a string"]
+    if kind == "bool":
+        return [] if isinstance(value, bool) else [f"{where}: expected a boolean"]
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            return [f"{where}: expected an integer"]
+        return [] if schema[1] is None or value >= schema[1] else [f"{where}: below the minimum {schema[1]}"]
+    if kind == "enum":
+        return [] if value in schema[1] else [f"{where}: {value!r} is not one of the CRD's values"]
+    return [] if isinstance(value, dict) else [f"{where}: expected an object"]  # "object": any mapping
+
+
+def conform(value: Any, schema: tuple, where: str = "$") -> list[str]:
+    """Problems of `value` against a description above (empty: it conforms)."""
+    kind = schema[0]
+    if kind in ("str", "bool", "int", "enum", "object"):
+        return _scalar(value, schema, where)
+    if kind == "k8s":
+        return _k8s(schema[1], value, where)
+    if kind == "list":
+        if not isinstance(value, list):
+            return [f"{where}: expected a list"]
+        return [p for k, item in enumerate(value) for p in conform(item, schema[1], f"{where}[{k}]")]
+    if not isinstance(value, dict):
+        return [f"{where}: expected an object"]
+    if kind == "map":
+        return [p for k, item in value.items() for p in conform(item, schema[1], f"{where}.{k}")]
+    fields, required = schema[1], schema[2]
+    problems = [f"{where}.{k}: unknown field" for k in value if k not in fields]
+    problems += [f"{where}.{k}: required" for k in required if k not in value]
+    return problems + [p for k, item in value.items() if k in fields for p in conform(item, fields[k], f"{where}.{k}")]
+
+
+def strict_problems(doc: dict) -> list[str]:
+    """Strict schema problems of one manifest (empty: the API server accepts its structure)."""
+    key = (doc.get("apiVersion"), doc.get("kind"))
+    if key in CRDS:
+        problems = conform(doc, CRDS[key])
+        if key[1] == "Job":
+            for k, policy in enumerate(doc["spec"].get("policies", [])):
+                if policy.get("event") not in WEBHOOK_EVENTS or policy.get("action") not in WEBHOOK_ACTIONS:
+                    problems.append(f"spec.policies[{k}]: refused by Volcano's webhook")
+        return problems
+    try:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return [f"{'.'.join(map(str, exc.absolute_path))}: {exc.message}"]
+    return []
+
+
+# ----------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def schedule(tmp_path_factory) -> Path:
+    """Three rounds of packed max-min fairness: co-located pairs, one-node jobs and a two-node gang."""
+    table = read_table(INPUTS["table"])
+    cluster = read_cluster(INPUTS["cluster"])
+    jobs = read_jobs(INPUTS["jobs"], table=table, cluster=cluster)
+    result = run_engine(jobs, table, cluster, make_policy_from("max_min_fairness_packed", {}))
+    doc = build_schedule(
+        result, inputs=INPUTS, policy="max_min_fairness_packed", options={}, config=EngineConfig(), rounds=3
+    )
+    path = tmp_path_factory.mktemp("k8s") / "schedule.json"
+    write_schedule(doc, path)
+    return path
+
+
+def manifests(folder: Path) -> list[dict]:
+    return [yaml.safe_load(p.read_text()) for p in sorted(folder.glob("round-*/*.yaml"))]
+
+
+def pods(doc: dict) -> list[dict]:
+    if doc["kind"] == "JobSet":
+        return [rj["template"]["spec"]["template"] for rj in doc["spec"]["replicatedJobs"]]
+    if doc["apiVersion"].startswith("batch.volcano.sh"):
+        return [t["template"] for t in doc["spec"]["tasks"]]
+    return [doc["spec"]["template"]]
+
+
+def script_env(pod: dict) -> list[dict[str, str]]:
+    """Each job's exported variables in the pod's launch script."""
+    script = pod["spec"]["containers"][0]["command"][2]
+    out = []
+    for line in script.splitlines():
+        if line.startswith("( export "):
+            words = shlex.split(line[len("( export ") : line.index("; exec ")])
+            out.append(dict(w.split("=", 1) for w in words))
+    return out
+
+
+# ----------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kueue"])
+def test_manifests_pass_strict_schema_checks(schedule, tmp_path, gang):
+    export_schedule("kubernetes", load_context(schedule), tmp_path, gang=gang, queue="research", namespace="ml")
+    docs = manifests(tmp_path)
+    kinds = {(d["apiVersion"], d["kind"]) for d in docs}
+    if gang == "volcano":
+        assert kinds == {("batch.volcano.sh/v1alpha1", "Job")}
+    else:
+        assert kinds == {("batch/v1", "Job"), ("jobset.x-k8s.io/v1alpha2", "JobSet")}
+    for doc in docs:
+        assert strict_problems(doc) == [], doc["metadata"]["name"]
+
+
+def test_the_strict_checks_catch_mistakes(schedule, tmp_path):
+    for gang in ("volcano", "kueue"):
+        export_schedule("kubernetes", load_context(schedule), tmp_path / gang, gang=gang)
+    docs = manifests(tmp_path / "volcano") + manifests(tmp_path / "kueue")
+    volcano = next(d for d in docs if d["kind"] == "Job" and d["apiVersion"].startswith("batch.volcano"))
+    jobset = next(d for d in docs if d["kind"] == "JobSet")
+    batch = next(d for d in docs if d["apiVersion"] == "batch/v1")
+    cases = [
+        (volcano, lambda d: d["spec"].update(minAvailble=1), "spec.minAvailble: unknown field"),
+        (volcano, lambda d: d["spec"].update(maxRetry=-1), "spec.maxRetry: below the minimum 0"),
+        (volcano, lambda d: d["spec"]["policies"].append({"event": "PodRunning", "action": "AbortJob"}), "webhook"),
+        (volcano, lambda d: d["spec"]["tasks"][0]["template"]["spec"].update(nodeSelectr={}), "nodeSelectr"),
+        (jobset, lambda d: d["spec"]["network"].update(enableDNSHostnames="yes"), "expected a boolean"),
+        (jobset, lambda d: d["spec"]["replicatedJobs"][0].pop("name"), "name: required"),
+        (jobset, lambda d: d["spec"]["replicatedJobs"][0]["template"]["spec"].update(completions="1"), "completions"),
+        (batch, lambda d: d["spec"].update(backofLimit=0), "backofLimit"),
+        (batch, lambda d: d["metadata"].update(labelz={}), "labelz"),
+    ]
+    for doc, mutate, expected in cases:
+        broken = copy.deepcopy(doc)
+        mutate(broken)
+        problems = strict_problems(broken)
+        assert any(expected in p for p in problems), (expected, problems)
+
+
+def test_volcano_allow_lists_are_the_webhooks():
+    assert VOLCANO_EVENTS == WEBHOOK_EVENTS and VOLCANO_ACTIONS == WEBHOOK_ACTIONS
+    base = {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "x"},
+        "spec": {
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "t",
+                    "replicas": 1,
+                    "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}},
+                }
+            ],
+        },
+    }
+
+    def problems(*policies: tuple[str, str]) -> list[str]:
+        doc = copy.deepcopy(base)
+        doc["spec"]["policies"] = [{"event": e, "action": a} for e, a in policies]
+        return check_manifest(doc)
+
+    assert problems(("PodFailed", "RestartPartition"), ("PodPending", "RestartPod"), ("JobUpdated", "ResumeJob")) == []
+    for event in ("PodRunning", "OutOfSync", "CommandIssued"):  # in the CRD's enum, refused by the webhook
+        assert any("not accepted by Volcano" in p for p in problems((event, "AbortJob"))), event
+    for action in ("SyncJob", "EnqueueJob", "OpenQueue"):
+        assert any("not accepted by Volcano" in p for p in problems(("PodFailed", action))), action
+    assert any("given twice" in p for p in problems(("PodFailed", "AbortJob"), ("PodFailed", "RestartJob")))
+    assert any("only one" in p for p in problems(("*", "AbortJob"), ("PodFailed", "RestartJob")))
+
+
+def test_gpu_product_label_values(schedule, tmp_path):
+    """GPU feature discovery's values by default; the cluster spec's, then --gpu-product, override."""
+
+    def selectors(out: Path) -> dict[str, str]:
+        found = {}
+        for doc in manifests(out):
+            for pod in pods(doc):
+                found[doc["metadata"]["annotations"]["rota/worker-type"]] = pod["spec"]["nodeSelector"][
+                    "nvidia.com/gpu.product"
+                ]
+        return found
+
+    export_schedule("kubernetes", load_context(schedule), tmp_path / "a")
+    assert selectors(tmp_path / "a") == {
+        "a100": "NVIDIA-A100-SXM4-80GB",
+        "v100": "Tesla-V100-SXM2-16GB",
+        "t4": "Tesla-T4",
+    }
+    spec = yaml.safe_load((DATA / "cluster.yaml").read_text())
+    spec["worker_types"]["v100"]["gpu_product"] = "Tesla-V100-SXM2-32GB"
+    spec["worker_types"]["a100"]["gpu_product"] = "NVIDIA-A100-SXM4-40GB"
+    (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(spec))
+    ctx = load_context(schedule, cluster=tmp_path / "cluster.yaml")
+    export_schedule("kubernetes", ctx, tmp_path / "b", gpu_product=["a100=A100-PCIE-40GB"])
+    assert selectors(tmp_path / "b") == {"a100": "A100-PCIE-40GB", "v100": "Tesla-V100-SXM2-32GB", "t4": "Tesla-T4"}
+    assert ctx.notes == []
+
+
+def test_unknown_gpu_product_warns(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("cluster.yaml").write_text("worker_types:\n  mi300x: {gpus: 2}\n")
+    Path("jobs.csv").write_text("job_id,model,batch_size,duration_s,command\nj,ResNet-18,64,600,run\n")
+    Path("t.csv").write_text("worker_type,model,batch_size,scale_factor,throughput\nmi300x,ResNet-18,64,1,50\n")
+    runner = CliRunner()
+    plan = ["plan", "--table", "t.csv", "--jobs", "jobs.csv", "--cluster", "cluster.yaml", "--out", "s.json"]
+    assert runner.invoke(app, [*plan, "--rounds", "1"]).exit_code == 0
+    result = runner.invoke(app, ["export", "kubernetes", "s.json", "--out", "k8s"])
+    assert result.exit_code == 0, result.output
+    assert "warning: no nvidia.com/gpu.product value known for worker type 'mi300x'" in " ".join(result.output.split())
+    (doc,) = manifests(Path("k8s"))
+    assert pods(doc)[0]["spec"]["nodeSelector"]["nvidia.com/gpu.product"] == "mi300x"
+    result = runner.invoke(app, ["export", "kubernetes", "s.json", "--out", "k8s", "--gpu-product", "mi300x=AMD"])
+    assert result.exit_code == 0 and "warning" not in result.output
+
+
+def test_bad_gpu_product_in_the_cluster_spec(tmp_path):
+    from planner.errors import InputError
+
+    (tmp_path / "c.yaml").write_text("worker_types:\n  t4: {gpus: 2, gpu_product: [Tesla-T4]}\n")
+    with pytest.raises(InputError, match="gpu_product"):
+        read_cluster(tmp_path / "c.yaml")
+
+
+def _port(job_id: str) -> str:
+    return str(29500 + int(hashlib.sha256(job_id.encode()).hexdigest(), 16) % 1000)
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kueue"])
+def test_gang_contract_in_the_pods(schedule, tmp_path, gang):
+    export_schedule("kubernetes", load_context(schedule), tmp_path, gang=gang)
+    sizes = set()
+    for doc in manifests(tmp_path):
+        name, templates = doc["metadata"]["name"], pods(doc)
+        sizes.add(len(templates))
+        for rank, pod in enumerate(templates):
+            env = {e["name"]: e for e in pod["spec"]["containers"][0]["env"]}
+            assert env["ROTA_NODE_RANK"]["value"] == str(rank) and env["ROTA_NUM_NODES"]["value"] == str(len(templates))
+            master = env["ROTA_MASTER_ADDR"]
+            if len(templates) == 1:
+                assert master == {"name": "ROTA_MASTER_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+            elif gang == "volcano":  # the svc plugin: pod <job>-<task>-<index> under the job's headless service
+                assert doc["spec"]["plugins"] == {"svc": []} and doc["spec"]["tasks"][0]["name"] == "node0"
+                assert master["value"] == f"{name}-node0-0.{name}"
+            else:  # JobSet: <jobset>-<replicatedJob>-<job index>-<pod index> under the JobSet's service
+                assert doc["spec"]["network"] == {"enableDNSHostnames": True}
+                assert doc["spec"]["replicatedJobs"][0]["name"] == "node0"
+                assert master["value"] == f"{name}-node0-0-0.{name}" and len(master["value"].split(".")[0]) <= 63
+            jobs = json.loads(doc["metadata"]["annotations"]["rota/planned-steps"])
+            exported = script_env(pod)
+            assert sorted(e["ROTA_JOB_ID"] for e in exported) == sorted(jobs)
+            for e in exported:
+                assert e["ROTA_MASTER_PORT"] == _port(e["ROTA_JOB_ID"])
+                assert e["ROTA_NODE_RANK"] == str(rank) and e["ROTA_NUM_NODES"] == str(len(templates))
+    assert sizes == {1, 2}
