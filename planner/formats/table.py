@@ -53,7 +53,10 @@ VALUE_COLUMNS = [
     "peak_memory_bytes",
 ]
 PROVENANCE_COLUMNS = ["source", "device_name", "host", "torch_version", "measured_at"]
-COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS
+# What a restart costs (solo rows): process start to the first steady step, checkpoint save and load.
+RESTART_COLUMNS = ["startup_s", "checkpoint_save_s", "checkpoint_load_s"]
+NOTE_COLUMNS = ["notes"]  # free text, e.g. which user workload or command was measured
+COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS + RESTART_COLUMNS + NOTE_COLUMNS
 REQUIRED_COLUMNS = ["worker_type", "model", "scale_factor", "throughput"]
 
 # What a row's status and source may say (written verbatim in table files).
@@ -64,7 +67,7 @@ RUNNABLE_STATUSES: tuple[Status, ...] = ("ok", "estimated")
 SOURCES: tuple[Source, ...] = get_args(Source)
 
 _INT_COLUMNS = ("batch_size", "partner_batch_size", "n_steps", "peak_memory_bytes")
-_FLOAT_COLUMNS = ("throughput", "samples_per_s", "step_time_median_s", "step_time_iqr_s")
+_FLOAT_COLUMNS = ("throughput", "samples_per_s", "step_time_median_s", "step_time_iqr_s", *RESTART_COLUMNS)
 _GAVEL_NAME = re.compile(r"^(?P<model>.*) \(batch size (?P<bs>\d+)\)$")
 
 
@@ -89,6 +92,10 @@ class TableRow(TypedDict):
     host: str | None
     torch_version: str | None
     measured_at: str | None
+    startup_s: float | None
+    checkpoint_save_s: float | None
+    checkpoint_load_s: float | None
+    notes: str | None
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,10 @@ def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
         host=optional_text(raw.get("host")),
         torch_version=optional_text(raw.get("torch_version")),
         measured_at=optional_text(raw.get("measured_at")),
+        startup_s=_measure(raw, at, "startup_s"),
+        checkpoint_save_s=_measure(raw, at, "checkpoint_save_s"),
+        checkpoint_load_s=_measure(raw, at, "checkpoint_load_s"),
+        notes=optional_text(raw.get("notes")),
     )
 
 
