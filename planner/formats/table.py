@@ -407,6 +407,8 @@ def write_table(table: ThroughputTable, path: str | os.PathLike) -> None:
     """Write atomically as CSV or Parquet (by suffix)."""
     path = Path(path)
     frame = table.to_frame()
+    # Columns added after v1 are written only when a row fills them, so older tables keep their shape.
+    frame = frame.drop(columns=[c for c in RESTART_COLUMNS + NOTE_COLUMNS if frame[c].isna().all()])
     suffix = path.suffix.lower()
     if suffix == ".csv":
         write_with(path, lambda tmp: frame.to_csv(tmp, index=False))
