@@ -135,24 +135,32 @@ class _NoStep(Exception):
 
 
 class ReportClock:
-    """A `timing.Clock` over a command's step reports. A window of n steps ends at
-    the first report at least n steps after the one that began it; windows are
-    back to back, so nothing between them goes untimed. It keeps every window
-    with the steps the script really reported (a script logging every k steps
-    advances k at a time)."""
+    """A `timing.Clock` over a command's step reports.
 
-    def __init__(self, reports: _Reports, launched_at: float, deadline: float):
+    The first `warmup` windows are one report each (the warm-up steps). After
+    that a window runs until at least `window_s` seconds and one report have
+    passed, whatever n `measure` asks for: reports can arrive in bursts (a
+    descheduled script, a busy reader), so n calibrated from a few warm-up
+    reports is not to be trusted, while time-long windows average bursts out.
+    Windows are back to back, the first one starting at the launch, so nothing
+    goes untimed. Every window is kept with the steps the script really
+    reported (a script logging every k steps advances k at a time).
+    """
+
+    def __init__(self, reports: _Reports, launched_at: float, deadline: float, warmup: int, window_s: float):
         self.reports, self.deadline = reports, deadline
-        self.last_at, self.last_n = launched_at, 0  # the first window runs from the launch
+        self.warmup, self.window_s = warmup, window_s
+        self.last_at, self.last_n = launched_at, 0
         self.windows: list[tuple[int, float]] = []  # (steps, seconds)
 
     def window(self, step, n: int) -> float:
         began_at, began_n = self.last_at, self.last_n
-        while self.last_n - began_n < n:
+        long_enough = 0.0 if len(self.windows) < self.warmup else self.window_s
+        while self.last_n == began_n or self.last_at - began_at < long_enough:
             self.last_at, self.last_n = self.reports.next(self.deadline, self.last_n)
         steps, seconds = self.last_n - began_n, self.last_at - began_at
         self.windows.append((steps, seconds))
-        return seconds * n / steps  # the time of n steps, as measure() counts them
+        return seconds * n / steps  # the time of n steps at this window's rate, as measure() counts them
 
 
 def _measurement(clock: ReportClock, config: TimingConfig, reason: str) -> Measurement:
@@ -265,7 +273,8 @@ def run_command(job: CommandJob) -> WorkerResult:
         if job.cpu_set and hasattr(os, "sched_setaffinity"):
             os.sched_setaffinity(process.pid, job.cpu_set)  # it has just started: before its thread pools
         reports = _Reports.start(label, process.stdout)
-        clock = ReportClock(reports, launched_at, launched_at + job.timeout_s)
+        deadline = launched_at + job.timeout_s
+        clock = ReportClock(reports, launched_at, deadline, job.timing.warmup_steps, job.timing.window_s)
         try:
             m = _measurement(clock, job.timing, measure(lambda: None, job.timing, clock, Solo()).stop_reason)
         except CommandEnded:

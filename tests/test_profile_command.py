@@ -182,3 +182,29 @@ def test_commands_are_measured_alone(tmp_path):
     assert "A3C + A3C" in plan.output and "solo +" not in plan.output and "+ solo" not in plan.output
     result = invoke("--dry-run", "--device-types", "cpu", "--command", command, "--pairs", "solo+solo")
     assert result.exit_code == 2 and "commands are measured alone" in result.output
+
+
+def test_the_report_clock_times_bursty_reports_by_time_not_by_count():
+    """Reports 1-3 arrive together at 10 s (warm-up), then bursts of 5 every 0.05 s: 100 steps/s."""
+    from collections import deque
+    from queue import Queue
+
+    from profiler.command import ReportClock, _Reports
+
+    lines: Queue = Queue()
+    lines.put((10.0, "1"))
+    lines.put((10.0, "2"))
+    lines.put((10.0, "3"))
+    for burst in range(1, 41):
+        for k in range(5):
+            lines.put((10.0 + 0.05 * burst, str(3 + 5 * (burst - 1) + k + 1)))
+    lines.put((20.0, None))
+    clock = ReportClock(_Reports("x", lines, deque()), launched_at=0.0, deadline=float("inf"), warmup=3, window_s=0.08)
+    assert [clock.window(None, 1) for _ in range(3)] == [10.0, 0.0, 0.0]  # warm-up: one report each
+    # however many steps measure() asks for, a window lasts window_s: it ends at the first report
+    # 0.08 s on (the first of the second burst), and returns the time of the steps asked for at its rate
+    assert clock.window(None, 1000) == pytest.approx(0.1 * 1000 / 6)
+    # from then on a window runs from one burst's first report to the next-but-one's: 10 steps in 0.1 s
+    assert clock.window(None, 1) == pytest.approx(0.1 / 10)
+    assert clock.windows[-1] == (10, pytest.approx(0.1))
+    assert sum(steps for steps, _ in clock.windows) == clock.last_n == 3 + 6 + 10
