@@ -16,16 +16,18 @@ import typer
 from rich.console import Console
 
 from models.registry import GPT_SIZES
-from models.spec import SCALES
+from models.spec import SCALES, WorkloadSpec
 from planner.errors import InputError
 from planner.estimate.completion import estimate_table
 from planner.formats.quality import is_noisy
 from planner.formats.table import read_table, write_table
 from profiler import devices as devices_mod
+from profiler.command import is_command, parse_command
 from profiler.plan import PairSample, Selection, build_plan, parse_ints, parse_pairs, split_list
-from profiler.report import ProfileProgress, device_table, noisy_note, print_plan
+from profiler.report import ProfileProgress, device_table, model_table, noisy_note, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.timing import TimingConfig
+from profiler.workloads import check_entry_points, is_user, parse_workload
 
 
 def _pick_devices(requested: Optional[str], cpu_cores: int) -> list[devices_mod.DeviceType]:
@@ -104,9 +106,29 @@ def profile_command(
     gpt_size: Annotated[
         str, typer.Option(help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")
     ] = "small",
+    workload: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="Your own model: '[NAME=]package.module:factory', a factory taking a models.spec.BuildContext "
+            "and returning a models.spec.Built or a step callable (repeatable; see docs/profiling.md)."
+        ),
+    ] = None,
+    command: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="Your own script: '[NAME=]python train.py ...', printing 'ROTA_STEP <n>' after each step "
+            "(repeatable; measured alone; see docs/profiling.md)."
+        ),
+    ] = None,
+    restart_cost: Annotated[
+        bool, typer.Option(help="Time a checkpoint save and load after each solo measurement.")
+    ] = True,
     resume: Annotated[bool, typer.Option(help="Skip measurements whose rows are already in --out.")] = False,
     dry_run: Annotated[bool, typer.Option(help="Print the plan and a time estimate; measure nothing.")] = False,
     list_devices: Annotated[bool, typer.Option(help="Show the devices found on this host and exit.")] = False,
+    list_models: Annotated[
+        bool, typer.Option(help="Show the reference models and the given --workload/--command jobs, and exit.")
+    ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="Machine-readable output for --list-devices and --dry-run.")
     ] = False,
@@ -142,9 +164,13 @@ class ProfileArgs:
     timeout: Optional[float]
     cpu_cores: int
     gpt_size: str
+    workload: Optional[list[str]]
+    command: Optional[list[str]]
+    restart_cost: bool
     resume: bool
     dry_run: bool
     list_devices: bool
+    list_models: bool
     json_output: bool
 
 
@@ -160,9 +186,15 @@ def _profile(a: ProfileArgs) -> None:
     if a.out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError("the table must be .csv or .parquet", path=a.out, field="--out")
     timing = _timing(a.budget, a.warmup_steps, a.window, a.target_spread)
+    batch_sizes = parse_ints(a.batch_sizes, "--batch-sizes")
+    user = _user_specs(a, batch_sizes or ())
+    if a.list_models:
+        _show_models(console, Selection(gpt_size=a.gpt_size, user=user), a.json_output)
+        return
     selection = Selection(
         models=tuple(split_list(a.models)) or None,
-        batch_sizes=parse_ints(a.batch_sizes, "--batch-sizes"),
+        batch_sizes=batch_sizes,
+        user=user,
         pairs=parse_pairs(a.pairs),
         scale_factors=parse_ints(a.scale_factors, "--scale-factors") or (1,),
         gpt_size=a.gpt_size,
@@ -181,9 +213,42 @@ def _profile(a: ProfileArgs) -> None:
         return
     if not devices_mod.torch_available():
         raise InputError("torch is not installed; install the profiler extra: pip install 'rota[profiler]'")
-    _run(console, tasks, RunOptions(out=a.out, timing=timing, scale=a.scale, resume=a.resume, timeout_s=a.timeout))
+    options = RunOptions(
+        out=a.out, timing=timing, scale=a.scale, resume=a.resume, timeout_s=a.timeout, restart_cost=a.restart_cost
+    )
+    _run(console, tasks, options)
     if isinstance(selection.pairs, PairSample):
         _estimate_rest(console, a.out)
+
+
+def _user_specs(a: ProfileArgs, batch_sizes: tuple[int, ...]) -> tuple[WorkloadSpec, ...]:
+    """--workload and --command jobs; entry points are imported (in a child) now, so a bad one fails first."""
+    workloads = [parse_workload(text, batch_sizes) for text in a.workload or ()]
+    check_entry_points([w.builder for w in workloads])
+    return (*workloads, *(parse_command(text, batch_sizes) for text in a.command or ()))
+
+
+def _show_models(console: Console, selection: Selection, as_json: bool) -> None:
+    specs = selection.workloads()
+    kinds = ["command" if is_command(s) else "workload" if is_user(s) else "reference" for s in specs]
+    if as_json:
+        typer.echo(
+            json.dumps(
+                [
+                    {
+                        "model": s.model,
+                        "kind": kind,
+                        "batch_sizes": list(s.batch_sizes),
+                        "scale_factors": list(s.scale_factors),
+                        "runs": s.options.get("command") or s.builder,
+                    }
+                    for s, kind in zip(specs, kinds)
+                ],
+                indent=2,
+            )
+        )
+        return
+    console.print(model_table(specs, kinds))
 
 
 def _estimate_rest(console: Console, measured: Path) -> Path:
@@ -253,7 +318,8 @@ def _run(console: Console, tasks, options: RunOptions) -> None:
 
             def done(outcome):
                 counts[outcome.status] += 1
-                if any(is_noisy(row) for row in outcome.rows):  # a pair has two rows, one measurement
+                # a pair has two rows, one measurement; failed rows have no statistics
+                if outcome.status == "ok" and any(is_noisy(row) for row in outcome.rows):
                     noisy.append(outcome.task.label)
                 progress.finished(outcome)
 

@@ -17,6 +17,7 @@ import models
 from models.spec import WorkloadSpec
 from planner.errors import InputError
 from planner.formats.table import model_label, split_model_label
+from profiler.command import is_command
 from profiler.devices import DeviceType
 
 DEFAULT_SCALE_FACTORS = (1, 2, 4, 8)
@@ -112,9 +113,13 @@ class Selection:
     gpt_size: str = "small"
     budget_s: float = 10.0  # timed seconds per measurement: prices pairs for --pairs budget:S
     registry: tuple[WorkloadSpec, ...] = field(default=())  # override, for tests
+    user: tuple[WorkloadSpec, ...] = ()  # --workload / --command jobs; alone, they replace the reference set
+
+    def reference(self) -> tuple[WorkloadSpec, ...]:
+        return self.registry or models.workloads(self.gpt_size)
 
     def workloads(self) -> tuple[WorkloadSpec, ...]:
-        return self.registry or models.workloads(self.gpt_size)
+        return (*self.reference(), *self.user)
 
 
 # --------------------------------------------------------------------------- parsing options
@@ -196,9 +201,24 @@ def _job(text: str, registry: Sequence[WorkloadSpec]) -> JobRef:
     return JobRef(spec, batch)
 
 
+def _check_user_names(selection: Selection) -> None:
+    taken = {s.model.lower(): "a reference model" for s in selection.reference()}
+    for spec in selection.user:
+        if spec.model.lower() in taken:
+            raise InputError(
+                f"name {spec.model!r} is already {taken[spec.model.lower()]}; give another with NAME=...",
+                field="--workload/--command",
+            )
+        taken[spec.model.lower()] = "another --workload/--command"
+
+
 def selected_jobs(selection: Selection) -> list[JobRef]:
+    _check_user_names(selection)
     registry = selection.workloads()
-    specs = [_spec(m, registry, "--models") for m in selection.models] if selection.models else list(registry)
+    if selection.models:
+        specs = [_spec(m, registry, "--models") for m in selection.models] + list(selection.user)
+    else:
+        specs = list(selection.user or selection.reference())
     wanted = selection.batch_sizes
     jobs = [
         JobRef(spec, bs)
@@ -268,6 +288,7 @@ def _sampled_pairs(
 def _pair_list(
     selection: Selection, jobs: list[JobRef], devices: Sequence[DeviceType] = ()
 ) -> list[tuple[JobRef, JobRef]]:
+    jobs = [j for j in jobs if not is_command(j.spec)]  # two scripts' steps cannot be lined up: not paired
     if isinstance(selection.pairs, PairSample):
         return _sampled_pairs(selection.pairs, jobs, list(devices), selection.budget_s)
     if selection.pairs == "none":
@@ -277,6 +298,10 @@ def _pair_list(
     registry = selection.workloads()
     assert not isinstance(selection.pairs, str)  # "all" and "none" returned above
     pairs = [(_job(a, registry), _job(b, registry)) for a, b in selection.pairs]
+    for pair in pairs:
+        for job in pair:
+            if is_command(job.spec):
+                raise InputError(f"{job.model} is a --command: commands are measured alone", field="--pairs")
     unique: dict[frozenset, tuple[JobRef, JobRef]] = {}
     for a, b in pairs:
         unique.setdefault(frozenset((a, b)), (a, b))

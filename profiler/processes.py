@@ -99,6 +99,7 @@ def run_group(
                 dist_init=f"file://{store_dir}/store" if store_dir else None,
                 parent_pid=os.getpid(),
                 log_path=log_path,
+                launched_at=time.monotonic(),  # start-up is measured from here (system-wide clock)
             )
             receive, send = ctx.Pipe(duplex=False)
             process = ctx.Process(

@@ -18,6 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from models.spec import WorkloadSpec
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, is_noisy, relative_spread
 from profiler.devices import DeviceType
 from profiler.plan import Task
@@ -37,6 +38,21 @@ def device_table(devices: Sequence[DeviceType]) -> Table:
     for d in devices:
         memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "-"
         table.add_row(d.worker_type, d.backend, str(d.count), str(d.max_processes), memory, d.device_name)
+    return table
+
+
+def model_table(specs: Sequence[WorkloadSpec], kinds: Sequence[str]) -> Table:
+    table = Table(title="Models")
+    for column in ("model", "kind", "batch sizes", "scale factors", "runs"):
+        table.add_column(column)
+    for spec, kind in zip(specs, kinds):
+        table.add_row(
+            spec.model,
+            kind,
+            " ".join(str(b) for b in spec.batch_sizes) or "-",
+            " ".join(str(k) for k in spec.scale_factors),
+            spec.options.get("command") or spec.builder,
+        )
     return table
 
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from profiler.devices import DeviceType
 from profiler.plan import Task
 from profiler.worker import WorkerResult
+from profiler.workloads import is_user
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ def _base(task: Task, index: int, prov: Provenance) -> dict:
         "host": prov.host,
         "torch_version": prov.torch_version,
         "measured_at": _now(),
+        "notes": job.spec.description if is_user(job.spec) else "",  # which workload or command it was
     }
 
 
@@ -74,6 +76,19 @@ def _values(results: Sequence[WorkerResult]) -> dict:
         "n_steps": sum(r.n_steps for r in results),
         "peak_memory_bytes": max(r.peak_memory_bytes or 0 for r in results),
     }
+
+
+def _restart(result: WorkerResult) -> dict:
+    """A solo run's restart cost (blank where not measured)."""
+    return {
+        "startup_s": _blank(result.startup_s),
+        "checkpoint_save_s": _blank(result.checkpoint_save_s),
+        "checkpoint_load_s": _blank(result.checkpoint_load_s),
+    }
+
+
+def _blank(value: float | None) -> float | str:
+    return "" if value is None else value
 
 
 def _failed(status: str) -> dict:
@@ -100,7 +115,8 @@ def rows_for(task: Task, results: Sequence[WorkerResult], prov: Provenance) -> l
     if status != "ok":
         return failure_rows(task, status, prov)
     if not task.is_pair:
-        return [{**_base(task, 0, prov), **_values(results)}]
+        restart = _restart(results[0]) if task.scale_factor == 1 else {}
+        return [{**_base(task, 0, prov), **_values(results), **restart}]
     a, b = results
     if len(task.row_keys()) == 1:  # same job type on both sides
         both = _values([a, b])

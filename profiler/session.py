@@ -5,6 +5,7 @@ measurement in flight; `resume` skips tasks whose rows are already there.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -14,13 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from planner.errors import InputError
 from planner.formats.table import append_rows
+from profiler.command import CommandJob, is_command, run_command
 from profiler.coordination import HARD_STOP_FACTOR
 from profiler.plan import Key, Task
 from profiler.processes import run_group
 from profiler.rows import Provenance, failure_rows, rows_for
 from profiler.timing import TimingConfig
 from profiler.worker import WorkerJob
+from profiler.workloads import is_user
 
 STARTUP_ALLOWANCE_S = 300.0  # imports, build and warm-up of a large model, before timing starts
 
@@ -32,6 +36,8 @@ class RunOptions:
     scale: str = "full"
     resume: bool = False
     timeout_s: float | None = None  # per task; default: allowance + 3 x budget
+    restart_cost: bool = True  # solo runs: time a checkpoint save and load after the measurement
+    import_from: str | None = None  # folder user workloads are imported from (default: the current one)
 
     def task_timeout_s(self) -> float:
         return self.timeout_s or STARTUP_ALLOWANCE_S + HARD_STOP_FACTOR * self.timing.budget_s
@@ -91,11 +97,27 @@ def worker_jobs(task: Task, options: RunOptions) -> list[WorkerJob]:
             dict(ref.spec.options),
             task.device.cpu_set(rank),
             barrier_timeout_s=options.task_timeout_s(),
+            restart_cost=options.restart_cost and task.mode == "solo",
+            import_from=(options.import_from or os.getcwd()) if is_user(ref.spec) else None,
         )
 
     if task.is_pair:
         return [job(ref, 0) for ref in task.jobs]
     return [job(task.jobs[0], rank) for rank in range(task.scale_factor)]
+
+
+def command_job(task: Task, options: RunOptions) -> CommandJob:
+    (job,) = task.jobs  # commands are measured alone, at scale factor 1
+    device = task.device
+    return CommandJob(
+        job.spec,
+        job.batch_size,
+        device.device(0),
+        options.timing,
+        options.scale,
+        device.cpu_set(0),
+        options.task_timeout_s(),
+    )
 
 
 def _solo_status(task: Task, statuses: dict[Key, str]) -> str | None:
@@ -118,11 +140,17 @@ def run_task(task: Task, options: RunOptions, statuses: dict[Key, str]) -> TaskO
         if inherited:
             rows = failure_rows(task, inherited, prov)
             return TaskOutcome(task, inherited, rows, "a member cannot run alone here", 0.0)
-    log_dir = tempfile.mkdtemp(prefix="rota-profile-")
-    try:
-        results = run_group(worker_jobs(task, options), task.mode, options.task_timeout_s(), log_dir)
-    finally:
-        shutil.rmtree(log_dir, ignore_errors=True)
+    if is_command(task.jobs[0].spec):
+        results = [run_command(command_job(task, options))]
+    else:
+        log_dir = tempfile.mkdtemp(prefix="rota-profile-")
+        try:
+            results = run_group(worker_jobs(task, options), task.mode, options.task_timeout_s(), log_dir)
+        finally:
+            shutil.rmtree(log_dir, ignore_errors=True)
+    invalid = [r.message for r in results if r.status == "invalid"]
+    if invalid:  # a user factory of the wrong shape: the user's error, not a measurement
+        raise InputError(invalid[0], field="--workload")
     rows = rows_for(task, results, prov)
     status = rows[0]["status"]
     message = "; ".join(r.message for r in results if r.status != "ok" and r.message)

@@ -61,6 +61,7 @@ class Measurement:
     warmup_steps: int
     warmup_seconds: float
     stop_reason: str  # converged | budget | max_windows | partner
+    began_at: float = 0.0  # `now()` when the first timed window began: warm-up is over
 
     @property
     def n_steps(self) -> int:
@@ -238,4 +239,4 @@ def measure(
             elif hit_cap:
                 reason = "max_windows"
             break
-    return Measurement(tuple(steps), tuple(seconds), config.warmup_steps, sum(warm), reason)
+    return Measurement(tuple(steps), tuple(seconds), config.warmup_steps, sum(warm), reason, began)

@@ -28,7 +28,9 @@ from datetime import timedelta
 from typing import Any
 
 from models.spec import BuildContext, load_builder
+from profiler.restart import checkpoint_round_trip
 from profiler.timing import CudaEventClock, HostClock, Solo, TimingConfig, measure
+from profiler.workloads import WorkloadShapeError, as_built
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,14 @@ class WorkerJob:
     parent_pid: int = 0
     log_path: str | None = None
     barrier_timeout_s: float = 600.0
+    launched_at: float = 0.0  # time.monotonic() in the parent just before the process started
+    restart_cost: bool = False  # solo runs: also time a checkpoint save and load
+    import_from: str | None = None  # a user workload's folder, searched after the installed packages
 
 
 @dataclass(frozen=True)
 class WorkerResult:
-    status: str  # ok | oom | failed
+    status: str  # ok | oom | failed | invalid (a user factory of the wrong shape: an error, not a row)
     message: str = ""
     steps_per_s: float = 0.0
     n_steps: int = 0
@@ -60,6 +65,9 @@ class WorkerResult:
     peak_memory_bytes: int | None = None
     stop_reason: str = ""
     windows: int = 0
+    startup_s: float | None = None  # process start to the first timed step (solo runs)
+    checkpoint_save_s: float | None = None
+    checkpoint_load_s: float | None = None
 
 
 def classify_failure(exc: BaseException) -> str:
@@ -94,6 +102,8 @@ def worker_main(job: WorkerJob, conn, barrier=None, pair_state=None) -> None:
         os.dup2(log, 2)
     try:
         result = _run(job, barrier, pair_state)
+    except WorkloadShapeError as exc:
+        result = WorkerResult(status="invalid", message=str(exc)[:500])
     except BaseException as exc:  # noqa: BLE001 - reported, not raised
         traceback.print_exc()
         result = WorkerResult(status=classify_failure(exc), message=f"{type(exc).__name__}: {exc}"[:500])
@@ -118,6 +128,8 @@ def _coordinator(job: WorkerJob, barrier, pair_state, device):
 
 
 def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
+    if job.import_from and job.import_from not in sys.path:
+        sys.path.append(job.import_from)
     builder = load_builder(job.builder)  # imports torch for real workloads, not for fakes
     torch: Any = sys.modules.get("torch")  # None for torch-free workloads (the tests' fakes)
     cuda = job.device.startswith("cuda")
@@ -133,6 +145,7 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
         torch.cuda.reset_peak_memory_stats()
     baseline = 0 if cuda else cpu_current_rss_bytes()
     distributed = job.world_size > 1
+    solo = not distributed and pair_state is None
     if distributed:
         import torch.distributed as dist
 
@@ -144,7 +157,8 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
             timeout=timedelta(seconds=job.barrier_timeout_s),
         )
     try:
-        built = builder(BuildContext(job.batch_size, job.device, job.scale, dict(job.options)))
+        ctx = BuildContext(job.batch_size, job.device, job.scale, dict(job.options))
+        built = as_built(builder(ctx), ctx, job.builder)
         model = built.model
         if distributed:
             from torch.nn.parallel import DistributedDataParallel
@@ -165,6 +179,7 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
             abort=lambda: bool(parent) and os.getppid() != parent,
         )
         peak = torch.cuda.max_memory_allocated() if cuda else max(0, cpu_peak_rss_bytes() - baseline)
+        restart = _restart_cost(job, built, m.began_at) if m.n_steps and solo else {}
     finally:
         if distributed:
             torch.distributed.destroy_process_group()
@@ -182,7 +197,20 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
         peak_memory_bytes=int(peak),
         stop_reason=m.stop_reason,
         windows=len(m.window_steps),
+        **restart,
     )
+
+
+def _restart_cost(job: WorkerJob, built, timing_began: float) -> dict:
+    """startup_s always (solo); the checkpoint round trip when asked and there is state to save."""
+    out: dict = {"startup_s": timing_began - job.launched_at} if job.launched_at else {}
+    if job.restart_cost:
+        torch: Any = sys.modules.get("torch")
+        sync = torch.cuda.synchronize if job.device.startswith("cuda") else None
+        times = checkpoint_round_trip(built.model, built.optimizer, job.device, sync=sync) if torch else None
+        if times is not None:
+            out.update(checkpoint_save_s=times.save_s, checkpoint_load_s=times.load_s)
+    return out
 
 
 __all__ = ["WorkerJob", "WorkerResult", "classify_failure", "worker_main"]

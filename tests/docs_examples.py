@@ -51,7 +51,7 @@ FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})")
 MARKER = re.compile(r"^<!--\s*docs-test:\s*(?P<directive>[\w-]+)\s*:\s*(?P<reason>.*?)\s*-->$")
 
 # What a fresh clone gives the examples: inputs, benchmark scripts, the Makefile (for `make demo`).
-COPIED = ("data", "benchmarks", "Makefile", "pyproject.toml")
+COPIED = ("data", "benchmarks", "examples", "Makefile", "pyproject.toml")
 COMMAND_TIMEOUT_S = 900
 COLUMNS = 100  # rich wraps at the terminal width; the docs' outputs were printed 100 columns wide
 

@@ -59,7 +59,8 @@ PROVENANCE_COLUMNS = ["source", "device_name", "host", "torch_version", "measure
 # Optional, solo rows only: seconds a (re)start of the job costs on that worker type (blank: unknown).
 # startup_s: process start to the first steady step (imports, model build, warm-up).
 RESTART_COLUMNS = ["startup_s", "checkpoint_save_s", "checkpoint_load_s"]
-COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS + RESTART_COLUMNS
+NOTE_COLUMNS = ["notes"]  # free text, e.g. which user workload or command was measured
+COLUMNS = KEY_COLUMNS + VALUE_COLUMNS + PROVENANCE_COLUMNS + RESTART_COLUMNS + NOTE_COLUMNS
 REQUIRED_COLUMNS = ["worker_type", "model", "scale_factor", "throughput"]
 
 # What a row's status and source may say (written verbatim in table files).
@@ -98,6 +99,7 @@ class TableRow(TypedDict):
     startup_s: float | None
     checkpoint_save_s: float | None
     checkpoint_load_s: float | None
+    notes: str | None
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,7 @@ def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
         torch_version=optional_text(raw.get("torch_version")),
         measured_at=optional_text(raw.get("measured_at")),
         **_restart_times(raw, at, partner_model),  # type: ignore[typeddict-item]  # exactly RESTART_COLUMNS
+        notes=optional_text(raw.get("notes")),
     )
 
 
@@ -402,8 +405,13 @@ class ThroughputTable:
     def to_frame(self) -> pd.DataFrame:
         import pandas as pd
 
-        # The restart columns are written only when some row has one (older tables stay byte-identical).
-        columns = COLUMNS if self.has_restart_times() else [c for c in COLUMNS if c not in RESTART_COLUMNS]
+        # Columns added after v1 are written only when some row fills them (older tables stay byte-identical).
+        columns = [
+            c
+            for c in COLUMNS
+            if (c not in RESTART_COLUMNS or self.has_restart_times())
+            and (c not in NOTE_COLUMNS or any(r["notes"] for r in self.rows))
+        ]
         frame = pd.DataFrame(self.rows, columns=columns)
         for column in _INT_COLUMNS:
             frame[column] = frame[column].astype("Int64")
