@@ -12,11 +12,28 @@ from rich.table import Table
 from planner.cli.common import out as stdout
 from planner.cli.common import report_problems, styled, user_errors
 from planner.errors import InputError
-from planner.estimate.completion import DEFAULT_RANK, DEFAULT_REG, ZERO_MODES, EstimateReport, estimate_table
+from planner.estimate.cold_start import SoloReport, estimate_solo_rows
+from planner.estimate.completion import (
+    DEFAULT_RANK,
+    DEFAULT_REG,
+    METHOD,
+    ZERO_MODES,
+    EstimateReport,
+    estimate_table,
+    missing_solo_rows,
+)
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
-from planner.formats.table import ThroughputTable, merge_tables, read_table, table_problems, write_table
+from planner.formats.table import (
+    COLUMNS,
+    ThroughputTable,
+    merge_tables,
+    read_table,
+    row_key,
+    table_problems,
+    write_table,
+)
 
 table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
 
@@ -176,6 +193,22 @@ def estimate_command(
         float, typer.Option(help="Fraction of measured pairs hidden and re-estimated to report an error (0 = skip).")
     ] = 0.1,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    solo: Annotated[
+        bool,
+        typer.Option(
+            "--solo",
+            help="Also estimate missing solo rows of job types with a measured row, and the pairs of job types "
+            "without a measured pair.",
+        ),
+    ] = False,
+    worker_types: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated worker types the completed table must cover (each needs one measured row); "
+            "implies --solo.",
+            show_default=False,
+        ),
+    ] = "",
 ) -> None:
     """Fill every missing co-location entry from the measured ones.
 
@@ -184,11 +217,15 @@ def estimate_command(
     partner), completes it with alternating least squares on a biased low-rank
     model, clips to [0, 1] and writes throughput = factor x solo with status
     and source 'estimated' and the method in device_name. Measured rows are
-    kept as they are; solo rows are never estimated.
+    kept as they are. With --solo, missing solo rows are estimated first
+    (log-speed model, or another batch size of the same model), and job
+    types without a measured pair get their pairs from that batch size or
+    the partner's mean (docs/estimation.md, "Estimating a new job type").
 
     Example:
 
         rota table estimate measured.csv --out full.csv --rank 4
+        rota table estimate measured.csv --out full.csv --solo --worker-types h100,l4
     """
     if zeros not in ZERO_MODES:
         raise InputError(f"unknown value {zeros!r} (expected one of {', '.join(ZERO_MODES)})", field="--zeros")
@@ -197,9 +234,27 @@ def estimate_command(
     if out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError("unsupported table format (use .csv or .parquet)", path=out)
     source = load_table(table)
-    full, report = estimate_table(
-        source, rank=rank, seed=seed, reg=reg, zeros=zeros, min_measured=min_measured, partial=partial, holdout=holdout
-    )
+    names = [w.strip() for w in worker_types.split(",") if w.strip()]
+    solo = solo or bool(names)
+    solo_report = None
+    if solo:
+        source, solo_report = _with_solo_estimates(source, names, seed)
+    if solo and not _has_measured_pairs(source):  # solo rows alone are worth writing
+        full = source
+        report = EstimateReport(METHOD, rank, reg, seed, zeros, [], missing_solo_rows(source), True)
+    else:
+        full, report = estimate_table(
+            source,
+            rank=rank,
+            seed=seed,
+            reg=reg,
+            zeros=zeros,
+            min_measured=min_measured,
+            partial=partial,
+            holdout=holdout,
+            cold_start=solo,
+        )
+    report.solo = solo_report
     write_table(full, out)
     if json_output:
         typer.echo(json.dumps({"input": str(table), "output": str(out), **report.to_dict()}, indent=2))
@@ -207,7 +262,40 @@ def estimate_command(
         print_summary(report, table, out)
 
 
+def _with_solo_estimates(
+    source: ThroughputTable, worker_types: list[str], seed: int
+) -> tuple[ThroughputTable, SoloReport]:
+    """The table with its missing solo rows estimated (older solo estimates replaced)."""
+    rows, solo_report = estimate_solo_rows(source, worker_types, seed=seed)
+    replaced = {row_key(r) for r in rows}
+    kept = [r for r in source.rows if row_key(r) not in replaced]
+    return ThroughputTable.from_records([*kept, *rows], columns=COLUMNS, path=source.path), solo_report
+
+
+def _has_measured_pairs(t: ThroughputTable) -> bool:
+    return any(r["partner_model"] is not None and "estimated" not in (r["status"], r["source"]) for r in t.rows)
+
+
+def print_solo_summary(report: SoloReport) -> None:
+    bands = ", ".join(
+        f"{w} {'?' if band != band else f'{100 * band:.0f} %'}" for w, band in report.worker_bands.items()
+    )
+    stdout.print(
+        f"solo rows estimated: {report.estimated_rows} rows of {report.job_types} job types "
+        f"({report.by_sibling} from another batch size of the same model, the rest by the {report.method} "
+        f"model, rank {report.rank})" + (f"; median p90 hold-out error by worker type: {bands}" if bands else "")
+    )
+    if report.not_estimable:
+        shown = ", ".join(report.not_estimable[:_SHOWN])
+        more = f" and {len(report.not_estimable) - _SHOWN} more" if len(report.not_estimable) > _SHOWN else ""
+        stdout.print(f"solo rows not estimable: {shown}{more}")
+
+
 def print_summary(report: EstimateReport, table: Path, written: Path) -> None:
+    if report.solo is not None:
+        print_solo_summary(report.solo)
+    if not report.groups:
+        stdout.print("no co-location measured: pairs not estimated")
     view = Table(title=f"Estimated co-locations ({report.method}, rank {report.rank}, reg {report.reg:g})")
     for name in ("scale", "jobs", "pairs", "measured", "failed", "estimated", "holdout med", "p90"):
         view.add_column(name, justify="right")
@@ -236,7 +324,16 @@ def print_summary(report: EstimateReport, table: Path, written: Path) -> None:
     if report.missing_solo:
         shown = ", ".join(report.missing_solo[:_SHOWN])
         more = f" and {len(report.missing_solo) - _SHOWN} more" if len(report.missing_solo) > _SHOWN else ""
-        stdout.print(f"solo rows missing (not estimated; measure them): {shown}{more}")
+        hint = "measure them" if report.cold_start else "measure them, or pass --solo"
+        stdout.print(f"solo rows missing (not estimated; {hint}): {shown}{more}")
+    for g in report.groups:
+        if g.cold_start_entries:
+            jobs = g.cold_job_types
+            listed = ", ".join(jobs[:_SHOWN]) + (f" and {len(jobs) - _SHOWN} more" if len(jobs) > _SHOWN else "")
+            stdout.print(
+                f"scale factor {g.scale_factor}: {g.cold_start_entries} entries estimated by cold start (job types "
+                "or worker types without a measured pair)" + (f"; job types: {listed}" if jobs else "")
+            )
     holdouts = [g.holdout for g in report.groups if g.holdout]
     if holdouts:
         stdout.print(
