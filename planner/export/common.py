@@ -268,16 +268,6 @@ def master_port(job_id: str) -> int:
     return MASTER_PORT_BASE + int.from_bytes(digest[:4], "big") % 1000
 
 
-def gang_env(*, num_nodes: int, node_rank: int, master_addr: str, job_id: str) -> dict[str, str]:
-    """The four gang variables of one process (launchers that know them when they export)."""
-    return {
-        NUM_NODES: str(num_nodes),
-        NODE_RANK: str(node_rank),
-        MASTER_ADDR: master_addr,
-        MASTER_PORT: str(master_port(job_id)),
-    }
-
-
 def job_env(
     schedule: Schedule,
     rnd: Round,
@@ -312,27 +302,17 @@ def job_env(
     return env
 
 
-# The gang contract, the same under every launcher: a job's command runs once per node of its
-# placement, and every process is told how many nodes there are, its node's rank and where rank 0
-# listens (torch.distributed's MASTER_ADDR / MASTER_PORT), also for a job on one node. Only rank 0
-# writes the progress report.
-MASTER_PORT_BASE = 29500
-
-
-def master_port(job_id: str) -> int:
-    """The port rank 0 of `job_id` listens on: 29500 + a stable hash of the id mod 1000, the same
-    on every node and in every round, and different for co-located jobs (almost always)."""
-    return MASTER_PORT_BASE + int(hashlib.sha256(job_id.encode()).hexdigest(), 16) % 1000
-
-
-def gang_env(job_id: str, *, num_nodes: int, node_rank: int | None = None, master_addr: str | None = None) -> dict:
-    """ROTA_NUM_NODES, ROTA_MASTER_PORT and, where known when the files are written, ROTA_NODE_RANK
-    and ROTA_MASTER_ADDR (a launcher that learns them at run time sets them itself)."""
-    env = {"ROTA_NUM_NODES": str(num_nodes), "ROTA_MASTER_PORT": str(master_port(job_id))}
+def gang_env(
+    job_id: str, *, num_nodes: int, node_rank: int | None = None, master_addr: str | None = None
+) -> dict[str, str]:
+    """The gang variables known when the files are written: ROTA_NUM_NODES and ROTA_MASTER_PORT
+    always, ROTA_NODE_RANK and ROTA_MASTER_ADDR where given (a launcher that learns them at run
+    time, like the Slurm driver, sets them itself). Only rank 0 writes the progress report."""
+    env = {NUM_NODES: str(num_nodes), MASTER_PORT: str(master_port(job_id))}
     if node_rank is not None:
-        env["ROTA_NODE_RANK"] = str(node_rank)
+        env[NODE_RANK] = str(node_rank)
     if master_addr is not None:
-        env["ROTA_MASTER_ADDR"] = master_addr
+        env[MASTER_ADDR] = master_addr
     return env
 
 

@@ -89,7 +89,9 @@ def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
     if isinstance(spec, int) and not isinstance(spec, bool):
         spec = {"gpus": spec}  # shorthand: v100: 4
     if not isinstance(spec, dict):
-        raise at.error(where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour, restart_s, gpu_product)")
+        raise at.error(
+            where, "expected a mapping (gpus, gpus_per_node, nodes, cost_per_gpu_hour, restart_s, gpu_product)"
+        )
     unknown = set(spec) - _WORKER_KEYS
     if unknown:
         raise at.error(f"{where}.{sorted(unknown)[0]}", f"unknown key (expected {', '.join(sorted(_WORKER_KEYS))})")
