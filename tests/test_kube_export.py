@@ -386,7 +386,7 @@ def test_bad_gpu_product_in_the_cluster_spec(tmp_path):
 
 
 def _port(job_id: str) -> str:
-    return str(29500 + int(hashlib.sha256(job_id.encode()).hexdigest(), 16) % 1000)
+    return str(29500 + int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % 1000)
 
 
 @pytest.mark.parametrize("gang", ["volcano", "kueue"])

@@ -72,7 +72,7 @@ def test_every_job_gets_the_gang_variables(schedule, tmp_path):
     sizes = set()
     for g in groups(plan):
         for job in g["jobs"]:
-            port = 29500 + int(hashlib.sha256(job["job_id"].encode()).hexdigest(), 16) % 1000
+            port = 29500 + int.from_bytes(hashlib.sha256(job["job_id"].encode()).digest()[:4], "big") % 1000
             assert job["env"]["ROTA_MASTER_PORT"] == str(port)
             assert job["env"]["ROTA_NUM_NODES"] == str(len(g["nodes"]))
             sizes.add(len(g["nodes"]))

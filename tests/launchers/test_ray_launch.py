@@ -119,7 +119,7 @@ def events(work: Path) -> list[dict]:
 
 def expected_port(job_id: str) -> int:
     """The contract: 29500 + a stable hash of the job id, mod 1000."""
-    return 29500 + int(hashlib.sha256(job_id.encode()).hexdigest(), 16) % 1000
+    return 29500 + int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % 1000
 
 
 def check_round(rnd: dict, plan: dict, log: list[dict], progress_dir: Path | None) -> dict[str, float]:
