@@ -10,6 +10,7 @@ from planner.errors import InputError
 from planner.formats.gavel_json import export_gavel, import_gavel, to_gavel
 from planner.formats.table import (
     COLUMNS,
+    NOTE_COLUMNS,
     RESTART_COLUMNS,
     JobType,
     ThroughputTable,
@@ -192,9 +193,9 @@ def test_gavel_bad_json(tmp_path):
 
 def test_from_records_defaults_columns():
     table = ThroughputTable.from_records([{"worker_type": "a", "model": "m", "scale_factor": 1, "throughput": 2}])
-    # No row has a restart time, so the restart columns are left out (older tables stay byte-identical).
+    # No row has a restart time or a note, so those columns are left out (older tables stay byte-identical).
     assert table.solo("a", JobType("m", None)) == 2
-    assert set(table.to_frame().columns) == set(COLUMNS) - set(RESTART_COLUMNS)
+    assert set(table.to_frame().columns) == set(COLUMNS) - set(RESTART_COLUMNS) - set(NOTE_COLUMNS)
 
 
 def test_pair_matrix_agrees_with_pair():

@@ -315,8 +315,10 @@ def estimate_job(
     bands = holdout_band(logs, families, model, seen)
     by_sibling = ~np.isnan(logs[sibling]) if sibling >= 0 else np.zeros(len(row), bool)
     band = np.where(by_sibling, bands.sibling, bands.model)
-    band[seen], estimate[seen] = 0.0, row[seen]
-    return JobEstimate(family, sm.cells, np.exp(estimate), band, seen, families[sibling] if sibling >= 0 else None)
+    band[seen] = 0.0
+    # Measured cells keep the measured figure itself (exp(log(x)) need not round-trip to x).
+    values = np.array([measured[c] if s else math.exp(e) for c, s, e in zip(sm.cells, seen, estimate)])
+    return JobEstimate(family, sm.cells, values, band, seen, families[sibling] if sibling >= 0 else None)
 
 
 # --------------------------------------------------------------------------- the table
