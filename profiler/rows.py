@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from planner.formats.quality import NOISY_SPREAD, relative_spread
 from profiler.devices import DeviceType
 from profiler.plan import Task
 from profiler.worker import WorkerResult
@@ -114,6 +115,20 @@ def rows_for(task: Task, results: Sequence[WorkerResult], prov: Provenance) -> l
     status = group_status(results)
     if status != "ok":
         return failure_rows(task, status, prov)
+    return [mark_noisy(row) for row in _ok_rows(task, results, prov)]
+
+
+def mark_noisy(row: dict) -> dict:
+    """The row, with a note when its step times spread more than NOISY_SPREAD: the mark stays in the
+    table (and `rota table validate` finds it) after the run's warning has scrolled away."""
+    spread = relative_spread(row)
+    if spread is None or not spread > NOISY_SPREAD:
+        return row
+    mark = f"noisy: step-time IQR {100 * spread:.0f} % of the median (above {100 * NOISY_SPREAD:.0f} %)"
+    return {**row, "notes": "; ".join(part for part in (row.get("notes"), mark) if part)}
+
+
+def _ok_rows(task: Task, results: Sequence[WorkerResult], prov: Provenance) -> list[dict]:
     if not task.is_pair:
         restart = _restart(results[0]) if task.scale_factor == 1 else {}
         return [{**_base(task, 0, prov), **_values(results), **restart}]
