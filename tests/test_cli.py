@@ -323,3 +323,26 @@ def test_table_validate_caps_a_long_list(tmp_path):
     assert result.exit_code == 2
     assert sum(line.startswith("error:") for line in result.output.splitlines()) == 50
     assert "120 problem(s) (the first 50 shown, 70 more)" in result.output
+
+
+def test_outputs_default_to_the_out_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["plan", *DEMO, "--rounds", "2"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "schedule.json").read_text())["format"] == SCHEDULE_FORMAT
+    (tmp_path / "out" / "schedule.json").unlink()
+    result = runner.invoke(app, ["plan-next", "--state", "state.json", *DEMO])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads((tmp_path / "out" / "schedule.json").read_text())["rounds"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "state.json", "state.json.lock"]
+
+
+def test_plan_names_the_cluster_file_it_needs_for_an_inline_spec(tmp_path):
+    args = ["plan", "--table", str(DATA / "throughputs.csv"), "--jobs", str(DATA / "jobs.csv")]
+    result = runner.invoke(app, [*args, "--cluster", "v100=4", "--out", str(tmp_path / "s.json")])
+    assert result.exit_code == 2
+    assert "v100=4: file not found; an inline spec works in simulate" in result.output
+    assert "plan needs a cluster file, e.g. data/cluster.yaml" in result.output
+    result = runner.invoke(app, [*args, "--cluster", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and result.output.strip().endswith("nope.yaml: file not found")
+    assert not (tmp_path / "s.json").exists()

@@ -48,7 +48,7 @@ def plan(
     progress: Optional[Path] = typer.Option(
         None, "--progress", help="Next-round mode: progress reported by the launcher (see docs/launchers.md)."
     ),
-    out_path: Path = typer.Option(Path("schedule.json"), "--out", "-o", help="Schedule JSON to write."),
+    out_path: Path = typer.Option(Path("out/schedule.json"), "--out", "-o", help="Schedule JSON to write."),
     csv_path: Optional[Path] = typer.Option(None, "--csv", help="Also write the flat per-GPU CSV view."),
     rounds: Optional[int] = typer.Option(
         None,
@@ -323,7 +323,7 @@ def plan_next_round_command(
     ] = None,
     rounds: Annotated[int, typer.Option("--rounds", "-k", min=1, help="Rounds to plan.")] = 1,
     out_path: Annotated[Path, typer.Option("--out", "-o", help="Schedule JSON of the planned rounds.")] = Path(
-        "next_round.json"
+        "out/schedule.json"
     ),
     state_out: Annotated[Optional[Path], typer.Option(help="Write the new state here instead of over --state.")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the flat per-GPU CSV view.")] = None,

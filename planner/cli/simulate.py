@@ -181,7 +181,7 @@ def simulate_command(
     ),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
-    out_dir: Path = typer.Option(Path("simulation"), "--out", "-o", help="Folder for jobs.csv and summary.json."),
+    out_dir: Path = typer.Option(Path("out/simulation"), "--out", "-o", help="Folder for jobs.csv and summary.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON instead of tables."),
 ):
     """Simulate a policy on a trace: replay a file or generate jobs on the fly (Gavel's simulator).

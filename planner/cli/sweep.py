@@ -70,7 +70,7 @@ def sweep_command(
         "needs the ray extra.",
     ),
     out_dir: Path = typer.Option(
-        Path("sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
+        Path("out/sweep"), "--out", "-o", help="Folder: results.jsonl (resumable), jobs/*.csv, summary.csv, plots."
     ),
     plot_format: str = typer.Option("png", "--plot-format", help="png, svg or png,svg."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots."),

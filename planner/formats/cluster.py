@@ -162,6 +162,13 @@ def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
 
 def read_cluster(path: str | os.PathLike) -> Cluster:
     path = Path(path)
+    if not path.exists() and _is_inline_spec(str(path)):
+        # `plan` records the cluster file in the schedule (exports re-read it), so it needs a file.
+        raise InputError(
+            "file not found; an inline spec works in simulate, sweep and compare, but plan needs a cluster "
+            "file, e.g. data/cluster.yaml (see README: File formats)",
+            path=path,
+        )
     text = read_text(path)
     data = parse_json(text, path) if path.suffix.lower() == ".json" else load_yaml(text, path)
     return cluster_from_dict(data, path=path)
@@ -204,3 +211,11 @@ def _count(raw: str, text: str) -> int:
     if value < 0:
         raise InputError(f"GPU counts must not be negative in {text!r}", field="--cluster")
     return value
+
+
+def _is_inline_spec(text: str) -> bool:
+    try:
+        parse_cluster(text)
+    except (InputError, ValueError):
+        return False
+    return True
