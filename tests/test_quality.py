@@ -69,7 +69,5 @@ def test_the_profiler_marks_a_noisy_row_in_its_notes_and_leaves_a_clean_one_alon
     assert mark_noisy(clean) == clean
     noisy = mark_noisy({**_row("ResNet-18", 0.1, 0.025), "notes": "workload pkg.mod:build"})  # 25 %
     assert noisy["notes"] == "workload pkg.mod:build; noisy: step-time IQR 25 % of the median (above 10 %)"
-    assert mark_noisy(_row("ResNet-18", 0.2, 0.03))["notes"] == (
-        "noisy: step-time IQR 15 % of the median (above 10 %)"
-    )
+    assert mark_noisy(_row("ResNet-18", 0.2, 0.03))["notes"] == ("noisy: step-time IQR 15 % of the median (above 10 %)")
     assert "notes" not in mark_noisy(_row("imported", None, None))  # no timings: nothing to judge

@@ -91,3 +91,26 @@ def test_driver_names_groups_the_cluster_cannot_hold():
     (problem,) = missing_resources([group], totals)
     assert problem.startswith("rota-r0000-a (jobs a; t4 on t4-0, t4-9)") and problem.endswith("no node:t4-9")
     assert missing_resources([group], {**totals, "node:t4-9": 1.0}) == []
+
+
+def test_round_report_gives_each_job_its_state_from_every_node():
+    from planner.export.ray_driver import round_report
+
+    rnd = {
+        "index": 4,
+        "groups": [
+            {"name": "g-pair", "bundles": [{}], "jobs": [{"job_id": "a"}, {"job_id": "b"}]},
+            {"name": "g-gang", "bundles": [{}, {}], "jobs": [{"job_id": "c"}]},
+            {"name": "g-late", "bundles": [{}], "jobs": [{"job_id": "d"}]},
+        ],
+    }
+    # a exited 0, b was SIGKILLed at the round's end, c failed on its second node, d never ran
+    codes = {"g-pair/0": [0, -9], "g-gang/0": [0], "g-gang/1": [1]}
+    report = round_report(rnd, codes, started_at=100.0)
+    assert report["index"] == 4 and report["started_at"] == 100.0 and report["error"] is None
+    assert [(j["job_id"], j["group"], j["state"], j["exit_codes"]) for j in report["jobs"]] == [
+        ("a", "g-pair", "COMPLETED", [0]),
+        ("b", "g-pair", "KILLED", [-9]),
+        ("c", "g-gang", "FAILED", [0, 1]),
+        ("d", "g-late", "NOT_RUN", []),
+    ]

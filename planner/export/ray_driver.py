@@ -8,11 +8,18 @@
 Per round: one placement group per assignment (a bundle per node of the gang,
 each with its GPUs, the `accelerator_type:<T>` resource and the planned node's
 resource), placed within the plan's `placement_timeout_s` or the round fails
-(exit status 2) with an error naming the groups and jobs that were not placed.
+with an error naming the groups and jobs that were not placed.
 Then one task per bundle runs the assignment's commands, each once per node with
 ROTA_NODE_RANK (the bundle index) and ROTA_MASTER_ADDR (bundle 0's node). A task
 ends its processes itself: SIGTERM `grace_s` before the round's end
 (checkpoint), SIGKILL at the end. Then the groups are removed.
+
+Each round's outcome goes into a JSON report, `ray_state.json` next to the plan
+(or STATE_FILE): every job with its exit code on each node and its state
+(COMPLETED: every process exited 0; KILLED: SIGKILL at the round's end, it
+ignored SIGTERM; FAILED: anything else). Exit status: 0 every job completed;
+1 a job did not (its id is printed); 2 a round could not be placed or no such
+round.
 
 This file is copied next to the plan; it imports ray only when run, and
 nothing from rota.
@@ -152,6 +159,40 @@ def run_round(rnd: dict, plan: dict, placement_timeout_s: float | None = None) -
             remove_placement_group(pg)
 
 
+STATE_FORMAT = "rota.ray-state/v1"
+
+
+def job_state(codes: list[int]) -> str:
+    if all(c == 0 for c in codes):
+        return "COMPLETED"
+    return "KILLED" if -signal.SIGKILL in codes else "FAILED"
+
+
+def round_report(rnd: dict, codes: dict[str, list[int]], started_at: float, error: str | None = None) -> dict:
+    """What happened to each job of a round: `codes` maps "<group>/<bundle>" to the exit codes of
+    that bundle's commands (in the order of the group's jobs)."""
+    jobs = []
+    for g in rnd["groups"]:
+        per_node = [codes.get(f"{g['name']}/{i}") for i in range(len(g["bundles"]))]
+        for k, j in enumerate(g["jobs"]):
+            exits = [node[k] for node in per_node if node is not None]
+            state = job_state(exits) if len(exits) == len(per_node) else "NOT_RUN"
+            jobs.append({"job_id": j["job_id"], "group": g["name"], "state": state, "exit_codes": exits})
+    return {"index": rnd["index"], "started_at": started_at, "ended_at": time.time(), "error": error, "jobs": jobs}
+
+
+def write_report(path: str, document: dict) -> None:
+    """Atomically (a reader never sees half a report); a failure is a warning, not an error."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(document, handle, indent=1)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        print(f"warning: cannot write the state report {path}: {exc}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plan")
@@ -167,19 +208,36 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with open(args.plan, encoding="utf-8") as f:
         plan = json.load(f)
+    rounds = [r for r in plan["rounds"] if not args.round or r["index"] in args.round]
+    unknown = sorted(set(args.round or ()) - {r["index"] for r in rounds})
+    if unknown:
+        print(f"error: no such round: {', '.join(map(str, unknown))}", file=sys.stderr, flush=True)
+        return 2
+    report_path = os.environ.get("STATE_FILE") or os.path.join(os.path.dirname(args.plan) or ".", "ray_state.json")
     import ray
 
     ray.init(address=args.address, logging_level=logging.ERROR)
-    for rnd in plan["rounds"]:
-        if args.round and rnd["index"] not in args.round:
-            continue
+    done: list[dict] = []
+    status = 0
+    for rnd in rounds:
+        started = time.time()
         try:
             codes = run_round(rnd, plan, args.placement_timeout)
         except PlacementError as exc:
             print(f"error: {exc}", file=sys.stderr, flush=True)
+            done.append(round_report(rnd, {}, started, error=str(exc)))
+            write_report(report_path, {"format": STATE_FORMAT, "exit_status": 2, "rounds": done})
             return 2
-        print(f"round {rnd['index']}: " + ", ".join(f"{k}={v}" for k, v in codes.items()), flush=True)
-    return 0
+        done.append(round_report(rnd, codes, started))
+        failed = [j["job_id"] for j in done[-1]["jobs"] if j["state"] != "COMPLETED"]
+        status = 1 if failed else status
+        summary = ", ".join(f"{j['job_id']}={j['state']}{j['exit_codes']}" for j in done[-1]["jobs"])
+        print(f"round {rnd['index']}: {summary or 'no jobs'}", flush=True)
+        if failed:
+            print(f"round {rnd['index']}: failed: {', '.join(failed)} (see {report_path})", file=sys.stderr, flush=True)
+        write_report(report_path, {"format": STATE_FORMAT, "exit_status": status, "rounds": done})
+    print(f"wrote {report_path}; exit status {status}", flush=True)
+    return status
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -179,10 +178,37 @@ def test_one_round_runs_as_planned(ray_cluster, inputs):
     assert set(reported) == {j["job_id"] for g in rnd["groups"] for j in g["jobs"]}
     for jid, steps in reported.items():
         assert checkpoint(inputs["work"], jid) == steps > 0
-    lines = run.stdout.strip().splitlines()
-    codes = re.findall(r"(\S+)=\[([^\]]*)\]", lines[-1])
-    assert lines[-1].startswith("round 1: ") and len(codes) == sum(len(g["nodes"]) for g in rnd["groups"])
-    assert all(code == "0" for _, code in codes), lines[-1]
+    # the state report: every job completed, with one exit code per node of its group
+    report = json.loads((d / "launch" / "ray_state.json").read_text())
+    assert report["format"] == "rota.ray-state/v1" and report["exit_status"] == 0
+    (ran,) = report["rounds"]
+    nodes = {j["job_id"]: len(g["nodes"]) for g in rnd["groups"] for j in g["jobs"]}
+    assert ran["index"] == 1 and ran["error"] is None
+    assert {j["job_id"]: (j["state"], j["exit_codes"]) for j in ran["jobs"]} == {
+        jid: ("COMPLETED", [0] * n) for jid, n in nodes.items()
+    }
+    assert "round 1: " in run.stdout and "exit status 0" in run.stdout
+
+
+def test_a_failed_job_makes_the_driver_exit_1_and_is_named_in_its_state_report(ray_cluster, inputs):
+    d = inputs["dir"]
+    jobs = inputs["jobs"].read_text().splitlines()
+    jobs[2] = jobs[2].replace('fake_train.py"', 'fake_train.py --fail"')  # solo-b fails at once
+    assert "--fail" in jobs[2] and jobs[2].startswith("solo-b,")
+    inputs["jobs"].write_text("\n".join(jobs) + "\n")
+    rota("plan", "--table", TABLE, "--jobs", inputs["jobs"], "--cluster", inputs["cluster"], "--rounds", "1",
+         "--round-length", str(ROUND_S), "--out", "schedule.json", cwd=d)  # fmt: skip
+    rota("export", "ray", "schedule.json", "--out", "launch", "--grace", str(GRACE_S), cwd=d)
+    plan = json.loads((d / "launch" / "ray_plan.json").read_text())
+    planned = {j["job_id"] for g in plan["rounds"][0]["groups"] for j in g["jobs"]}
+    assert "solo-b" in planned, "the failing job runs in round 0"
+    run = drive(d / "launch" / "ray_plan.json", ray_cluster)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "round 0: failed: solo-b (see " in run.stderr
+    (ran,) = json.loads((d / "launch" / "ray_state.json").read_text())["rounds"]
+    states = {j["job_id"]: (j["state"], j["exit_codes"]) for j in ran["jobs"]}
+    assert states.pop("solo-b") == ("FAILED", [3])
+    assert all(state == "COMPLETED" for state, _ in states.values()), states
 
 
 def test_next_round_loop(ray_cluster, inputs):
@@ -249,3 +275,6 @@ def test_unplaceable_group_fails_the_round_by_name(ray_cluster, inputs):
     run = drive(plan_path, ray_cluster, timeout=120)
     assert run.returncode == 2 and "node:t4-9" in run.stderr and group["name"] in run.stderr, run.stderr
     assert events(inputs["work"]) == [], "nothing ran"
+    report = json.loads((d / "launch" / "ray_state.json").read_text())
+    assert report["exit_status"] == 2 and group["name"] in report["rounds"][-1]["error"]
+    assert {j["state"] for j in report["rounds"][-1]["jobs"]} == {"NOT_RUN"}
