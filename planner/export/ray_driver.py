@@ -182,7 +182,8 @@ def round_report(rnd: dict, codes: dict[str, list[int]], started_at: float, erro
 
 
 def write_report(path: str, document: dict) -> None:
-    """Atomically (a reader never sees half a report); a failure is a warning, not an error."""
+    """Atomically (a reader never sees half a report); a failure is a warning, not an error.
+    (slurm_driver.py has the same few lines: each driver is copied alone next to its plan.)"""
     tmp = f"{path}.{os.getpid()}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as handle:
