@@ -13,8 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from planner.errors import InputError
 from planner.formats.table import append_rows
 from profiler.command import CommandJob, is_command, run_command
@@ -54,6 +52,8 @@ class TaskOutcome:
 
 def _records(path: Path) -> list[dict]:
     if path.suffix.lower() == ".csv":
+        import pandas as pd  # here, not at the top: `rota --help` and the planner commands import this module
+
         return pd.read_csv(path, dtype=str, keep_default_na=False).to_dict(orient="records")
     import pyarrow.parquet as pq
 
