@@ -346,3 +346,13 @@ def test_plan_names_the_cluster_file_it_needs_for_an_inline_spec(tmp_path):
     result = runner.invoke(app, [*args, "--cluster", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2 and result.output.strip().endswith("nope.yaml: file not found")
     assert not (tmp_path / "s.json").exists()
+
+
+def test_the_cli_starts_without_torch_or_pandas():
+    """Start-up cost: `rota plan` and friends import neither (pandas only where a table is converted)."""
+    import subprocess
+    import sys
+
+    code = "import sys, planner.cli; print(sorted({'torch', 'pandas', 'ray'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
