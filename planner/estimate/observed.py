@@ -68,9 +68,6 @@ class Decision:
     observed: int
     estimated: int
 
-    def summary(self) -> str:
-        return f"table: {self.measured} measured, {self.observed} observed, {self.estimated} estimated cells"
-
 
 def describe(cell: CellKey) -> str:
     worker_type, model, batch, scale, partner, partner_batch = cell
