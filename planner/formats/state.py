@@ -559,8 +559,8 @@ def _cell(value: Any) -> CellKey:
             "cell: expected [worker_type, model, batch_size, scale_factor, partner_model, partner_batch_size]"
         )
     worker_type, model, batch, scale, partner, partner_batch = value
-    if isinstance(scale, bool) or not isinstance(scale, int):
-        raise _Invalid("cell: expected an integer scale factor")
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise _Invalid("cell: expected a positive integer scale factor")
     return (
         _text(worker_type),
         _text(model),

@@ -125,7 +125,7 @@ def next_round(
             if decision.applied != before:
                 session.engine.request_resolve()
                 session.notes.append(
-                    f"observed throughputs changed ({len(decision.applied)} cells now observed): re-solving"
+                    f"observed throughputs changed ({len(decision.applied)} cell(s) now observed): re-solving"
                 )
         return _plan(session, decision.table, cluster, progress, rounds, inputs, progress_path, started)
     finally:
