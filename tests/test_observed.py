@@ -378,3 +378,16 @@ def test_real_table_keeps_plan_next_quiet(tmp_path):
     result = runner.invoke(app, [*args, "--jobs", str(DATA / "jobs.csv")])
     assert result.exit_code == 0, result.output
     assert "table:" not in result.output
+
+
+def test_a_job_that_ran_on_another_worker_type_is_not_observed():
+    table = small_table()
+    first = next_round(table, CLUSTER, jobs=JOBS)
+    rnd = first.schedule.rounds[0]
+    jid = next(j for a in rnd["assignments"] if a["worker_type"] == "t4" for j in a["jobs"] if j.startswith("lm"))
+    # 540 steps in the 360 s round: 1.5 steps/s, if it ran on its planned t4
+    on_t4 = next_round(table, CLUSTER, state=first.state, progress=Progress(jobs={jid: JobProgress(540.0)}))
+    assert on_t4.state["observed"]["cells"] == [{"cell": list(LM_T4), "rates": [1.5]}]
+    moved = Progress(jobs={jid: JobProgress(540.0, gpus=(("a100-0", 0),))})
+    elsewhere = next_round(table, CLUSTER, state=first.state, progress=moved)
+    assert elsewhere.state["observed"]["cells"] == []

@@ -116,7 +116,7 @@ def next_round(
             session.decision = decision
         else:
             document = state if isinstance(state, StateDocument) else StateDocument.from_json(state, state_path)
-            book, learnt = _learn(document, progress, table)
+            book, learnt = _learn(document, progress, table, cluster)
             decision = _decide(table, book, observed_min)
             session = _resumed(decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path)
             session.book, session.decision = book, decision
@@ -151,14 +151,22 @@ class _Session:
 
 
 def _learn(
-    document: StateDocument, progress: Progress | None, table: ThroughputTable
+    document: StateDocument, progress: Progress | None, table: ThroughputTable, cluster: Cluster
 ) -> tuple[ObservedEntry, list[str]]:
     """The state's observed rates plus what `progress` shows of the last plan's window."""
     saved = document.observed or ObservedEntry()
     if progress is None or not saved.window:
         return ObservedEntry(cells=dict(saved.cells), applied=dict(saved.applied)), []
-    cancelled = {e.job.job_id for e in document.jobs if e.status == "cancelled"} | set(progress.cancelled)
-    found, warnings = observe(saved.window, progress.jobs, table, skip=cancelled)
+    skip = {e.job.job_id for e in document.jobs if e.status == "cancelled"} | set(progress.cancelled)
+    # A job that reports GPUs of another worker type than planned ran in another cell.
+    node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
+    planned = {e.job_id: e.cell[0] for e in saved.window}
+    skip |= {
+        jid
+        for jid, report in progress.jobs.items()
+        if report.gpus and {node_type.get(n) for n, _ in report.gpus} != {planned.get(jid)}
+    }
+    found, warnings = observe(saved.window, progress.jobs, table, skip=skip)
     return ObservedEntry(cells=record(saved.cells, found), applied=dict(saved.applied)), warnings
 
 
