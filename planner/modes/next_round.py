@@ -171,9 +171,8 @@ def _learn(
 
 
 def _decide(table: ThroughputTable, book: ObservedEntry | None, observed_min: int | None) -> Decision:
-    if observed_min is None:  # recorded, not used: the table as given (its counts still shown)
-        return dataclasses.replace(decision_table(table, None), table=table, applied={})
-    return decision_table(table, book, observed_min)
+    # observed_min None: observations are recorded, not used (the table as given, its counts still shown)
+    return decision_table(table, None if observed_min is None else book, observed_min or DEFAULT_MIN_OBSERVATIONS)
 
 
 def _fresh(
