@@ -14,6 +14,7 @@ from rich.table import Table
 from planner.cli.common import check_method, err, hours, one_line, out, styled
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION
 from planner.errors import InputError
+from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
 from planner.formats.files import read_text
@@ -347,12 +348,30 @@ def plan_next_round_command(
         float,
         typer.Option("--lock-timeout", min=0.0, help="Seconds to wait for another call planning from the same state."),
     ] = DEFAULT_LOCK_TIMEOUT_S,
+    observed_min: Annotated[
+        int,
+        typer.Option(
+            "--observed-min",
+            min=1,
+            help="Progress reports a table cell needs before its observed median replaces an estimated or "
+            "missing cell (measured cells are never replaced). Example: --observed-min 5",
+        ),
+    ] = DEFAULT_MIN_OBSERVATIONS,
+    no_observed: Annotated[
+        bool,
+        typer.Option(
+            "--no-observed", help="Decide with the table as given; observations are still recorded in the state."
+        ),
+    ] = False,
 ):
     """Plan the next round(s) from the saved state and the progress a launcher reports.
 
     Call it at every round boundary; with faithful progress, K calls give the rounds of
     one K-round plan. Example: rota plan-next --state state.json --jobs data/jobs.csv
     --table data/throughputs.csv --cluster data/cluster.yaml --out round.json
+
+    Reports teach throughputs (docs/observed.md): rota plan-next --state state.json
+    --progress progress.json --observed-min 3 --out round.json
     """
 
     target = state_out or state
@@ -365,7 +384,19 @@ def plan_next_round_command(
             _print_next_round(replayed, _replay_notes(replayed, state_version), [], out_path, target, None, as_json)
             return
         result = _plan_next(
-            saved, document, state, table, jobs, cluster, policy, progress, rounds, round_s, method, seed
+            saved,
+            document,
+            state,
+            table,
+            jobs,
+            cluster,
+            policy,
+            progress,
+            rounds,
+            round_s,
+            method,
+            seed,
+            None if no_observed else observed_min,
         )
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
@@ -380,7 +411,9 @@ def _tell_waiting(lock: Path) -> None:
     err.print(f"waiting for {lock}: another call is planning from this state", highlight=False, soft_wrap=True)
 
 
-def _plan_next(saved, document, state, table, jobs, cluster, policy, progress, rounds, round_s, method, seed):
+def _plan_next(
+    saved, document, state, table, jobs, cluster, policy, progress, rounds, round_s, method, seed, observed_min
+):
     table_path = table or _state_input(saved, "table", state)
     cluster_path = cluster or _state_input(saved, "cluster", state)
     if saved is None and (jobs is None or table_path is None or cluster_path is None):
@@ -415,6 +448,7 @@ def _plan_next(saved, document, state, table, jobs, cluster, policy, progress, r
         inputs=inputs,
         state_path=state,
         progress_path=progress or "<progress>",
+        observed_min=observed_min,
     )
 
 
@@ -446,6 +480,7 @@ def _print_next_round(schedule: dict, notes, warnings, out_path, state_path, res
         "notes": notes,
         "warnings": warnings,
         "timings_ms": {} if result is None else {k: round(v * 1000, 2) for k, v in result.timings.items()},
+        "table_cells": None if result is None else result.provenance,
     }
     if as_json:
         out.print_json(json.dumps(summary))
@@ -466,6 +501,11 @@ def _print_next_round(schedule: dict, notes, warnings, out_path, state_path, res
         out.print(grid)
     if done:
         out.print("every job has finished; nothing left to plan")
+    cells = {} if result is None else result.provenance
+    if cells.get("observed") or cells.get("estimated"):  # an all-measured table says nothing new
+        out.print(
+            f"table: {cells['measured']} measured, {cells['observed']} observed, {cells['estimated']} estimated cells"
+        )
     if result is not None:
         out.print(f"wrote {out_path} and {state_path} in {result.timings['total_s'] * 1000:.0f} ms")
 

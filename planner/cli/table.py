@@ -22,9 +22,11 @@ from planner.estimate.completion import (
     estimate_table,
     missing_solo_rows,
 )
+from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
+from planner.formats.state import read_state
 from planner.formats.table import (
     COLUMNS,
     ThroughputTable,
@@ -147,6 +149,43 @@ def table_merge(
     merged = merge_tables([read_table(p) for p in tables], path=out_path)
     write_table(merged, out_path)
     stdout.print(f"wrote {out_path}: {len(merged)} rows, worker types {', '.join(merged.worker_types)}")
+
+
+@table_app.command("observed")
+@user_errors
+def table_observed(
+    state: Path = typer.Argument(..., help="Next-round planner state (rota.state/v1) of 'rota plan-next'."),
+    out_path: Path = typer.Option(..., "--out", "-o", help="Table of observed rows to write (.csv or .parquet)."),
+    table: Path | None = typer.Option(
+        None, "--table", "-t", help="Leave out the cells this table measured (default: the state's table)."
+    ),
+    min_count: int = typer.Option(DEFAULT_MIN_OBSERVATIONS, "--min", min=1, help="Reports a cell needs to be written."),
+):
+    """Write the throughputs observed in production as table rows (source observed).
+
+    Cells the table measured are left out, so 'rota table merge' cannot replace them.
+    Example: rota table observed state.json --out observed.csv, then
+    rota table merge data/throughputs.csv observed.csv --out merged.csv
+    """
+
+    document = read_state(state)
+    table_path = table or _state_table(document.inputs, state)
+    base = read_table(table_path) if table_path is not None else None
+    rows, left_out = exported_rows(document.observed, base, min_count)
+    write_table(ThroughputTable(rows, path=out_path), out_path)
+    skipped = f"; left out {left_out} cell(s) {table_path} measured" if left_out else ""
+    stdout.print(f"wrote {out_path}: {len(rows)} observed row(s) with at least {min_count} report(s){skipped}")
+
+
+def _state_table(inputs: dict, state: Path) -> Path | None:
+    """The table a state was planned with, if it is still there (next to the state or as written)."""
+    raw = (inputs.get("table") or {}).get("path")
+    if not raw:
+        return None
+    for candidate in (Path(raw), state.parent / raw):
+        if candidate.exists():
+            return candidate
+    raise InputError(f"the table it was planned with ({raw}) is not found; give --table", path=state)
 
 
 def estimate_command(

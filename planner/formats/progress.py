@@ -1,8 +1,10 @@
 """The progress a launcher reports between rounds (`rota.progress/v1`).
 
 One JSON object (format, round, time_s, jobs, new_jobs, cancelled), a CSV with
-job_id, steps_done[, finished], or a folder of one JSON object per job (what
-each job wrote at its checkpoint; the file name is the job id by default).
+job_id, steps_done[, finished][, elapsed_s], or a folder of one JSON object per job
+(what each job wrote at its checkpoint; the file name is the job id by default).
+`elapsed_s` (optional) is the seconds the job trained in the reported rounds: it
+makes the report a throughput observation even when the job stopped early.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ PROGRESS_FORMAT = "rota.progress/v1"
 Gpu = tuple[str, int]  # (node name, GPU index on that node)
 
 _DOCUMENT_KEYS = ("format", "round", "time_s", "jobs", "new_jobs", "cancelled")
-_JOB_KEYS = ("job_id", "steps_done", "finished", "gpus")
+_JOB_KEYS = ("job_id", "steps_done", "finished", "gpus", "elapsed_s")
 
 
 @dataclass
@@ -30,6 +32,7 @@ class JobProgress:
     steps_done: float | None = None
     finished: bool = False
     gpus: tuple[Gpu, ...] | None = None  # what the job actually held (lease extension)
+    elapsed_s: float | None = None  # seconds it trained in the reported rounds (None: not said)
 
 
 @dataclass
@@ -102,7 +105,9 @@ def job_progress(raw: Any, *, path: object, row: int | None) -> tuple[str, JobPr
         except (TypeError, KeyError, ValueError, OverflowError):
             raise InputError("expected a list of {node, gpu}", path=path, row=row, field="gpus") from None
     finished = parse_flag(raw.get("finished", False), Where(path, row), "finished")
-    return str(raw["job_id"]).strip(), JobProgress(steps_done, finished, gpus)
+    elapsed = raw.get("elapsed_s")
+    elapsed_s = None if is_blank(elapsed) else _number(elapsed, path, row, "elapsed_s")
+    return str(raw["job_id"]).strip(), JobProgress(steps_done, finished, gpus, elapsed_s)
 
 
 def progress_from_dict(data: Any, path: object = "<progress>") -> Progress:
@@ -152,9 +157,11 @@ def _read_csv(path: Path) -> Progress:
         raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
     frame.columns = [str(c).strip() for c in frame.columns]
     if "job_id" not in frame.columns:
-        raise InputError("missing column (expected job_id, steps_done[, finished])", path=path, field="job_id")
+        raise InputError(
+            "missing column (expected job_id, steps_done[, finished][, elapsed_s])", path=path, field="job_id"
+        )
     records = [
-        {k: v for k, v in rec.items() if not (k in ("finished", "gpus") and str(v).strip() == "")}
+        {k: v for k, v in rec.items() if not (k in ("finished", "gpus", "elapsed_s") and str(v).strip() == "")}
         for rec in frame.to_dict(orient="records")
     ]
     if any("gpus" in r for r in records):

@@ -24,6 +24,15 @@ in the schedule it wrote, `next_round.plan_id`), `from_version` (the version it
 planned from), `first_round`, `rounds` and `jobs` (job id -> steps done before
 those rounds, for every job they list: a job that reports nothing is put back
 there). Both are optional for readers; states written before them lack them.
+
+`observed` (optional; older states lack it, older readers ignore it) keeps what
+progress reports taught about throughputs (planner/estimate/observed.py):
+`window`, the one assignment each job of the last plan had in all its rounds
+(cell, seconds run, planned steps, steps before), so the next report becomes an
+observation; `cells`, the latest observed rates (steps/s) per table cell; and
+`applied`, the cell rates the last plan decided with (a change re-solves).
+A cell is a table key: worker_type, model, batch_size, scale_factor,
+partner_model, partner_batch_size.
 """
 
 from __future__ import annotations
@@ -183,6 +192,43 @@ class LastPlan:
         }
 
 
+CellKey = tuple[str, str, int | None, int, str | None, int | None]  # a table row's key (table.row_key)
+
+
+@dataclass(frozen=True)
+class WindowEntry:
+    """One job's assignment in every round of the last plan that ran it (one cell)."""
+
+    job_id: str
+    cell: CellKey
+    seconds: float  # planned seconds of those rounds together
+    planned_steps: float  # steps the plan expected in them
+    steps_before: float  # the job's steps done before them
+
+
+@dataclass
+class ObservedEntry:
+    window: list[WindowEntry] = field(default_factory=list)
+    cells: dict[CellKey, list[float]] = field(default_factory=dict)  # oldest first
+    applied: dict[CellKey, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "window": [
+                {
+                    "job_id": w.job_id,
+                    "cell": list(w.cell),
+                    "seconds": w.seconds,
+                    "planned_steps": w.planned_steps,
+                    "steps_before": w.steps_before,
+                }
+                for w in self.window
+            ],
+            "cells": [{"cell": list(cell), "rates": list(rates)} for cell, rates in self.cells.items()],
+            "applied": [{"cell": list(cell), "rate": rate} for cell, rate in self.applied.items()],
+        }
+
+
 @dataclass
 class SolveEntry:
     time_s: float
@@ -218,6 +264,7 @@ class StateDocument:
     last_solve: SolveEntry | None = None
     version: int = 0  # calls that wrote this state
     last_plan: LastPlan | None = None  # what the call that wrote it planned
+    observed: ObservedEntry | None = None  # throughputs learnt from progress reports
 
     # reading -----------------------------------------------------------------
     @classmethod
@@ -246,6 +293,7 @@ class StateDocument:
             rounds_done=reader.get(data, "rounds_done", int, default=0),
             version=reader.get(data, "version", _count, default=0),
             last_plan=reader.get(data, "last_plan", _last_plan, default=None),
+            observed=reader.get(data, "observed", _observed, default=None),
             inputs=reader.get(data, "inputs", dict, default={}),
             last_solve=reader.get(
                 data, "last_solve", lambda v: _solve_entry(v, m, reader.at("last_solve")), default=None
@@ -256,7 +304,7 @@ class StateDocument:
     def to_json(self) -> dict[str, Any]:
         """The JSON object, key for key what `from_json` reads."""
         engine, mech = self.engine, self.mechanism
-        return {
+        data = {
             "format": STATE_FORMAT,
             "worker_types": list(self.worker_types),
             "inputs": self.inputs,
@@ -288,6 +336,9 @@ class StateDocument:
             },
             "last_solve": None if self.last_solve is None else _solve_record(self.last_solve),
         }
+        if self.observed is not None:  # written only when there is one: older states keep their bytes
+            data["observed"] = self.observed.to_json()
+        return data
 
 
 def check_state(data: Any, path: object = "<state>") -> None:
@@ -477,6 +528,61 @@ def _last_plan(value: Any) -> LastPlan | None:
         rounds=_count(value.get("rounds")),
         jobs={str(k): _finite_steps(v) for k, v in jobs.items()},
     )
+
+
+def _observed(value: Any) -> ObservedEntry | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Invalid("expected an object")
+    for key in ("window", "cells", "applied"):
+        if not isinstance(value.get(key, []), list):
+            raise _Invalid(f"{key}: expected a list")
+    window = [
+        WindowEntry(
+            job_id=_text(w["job_id"]),
+            cell=_cell(w["cell"]),
+            seconds=_positive(w["seconds"], "window"),
+            planned_steps=_finite(w["planned_steps"], "window"),
+            steps_before=_finite(w["steps_before"], "window"),
+        )
+        for w in value.get("window", [])
+    ]
+    cells = {_cell(c["cell"]): [_positive(r, "cells") for r in c["rates"]] for c in value.get("cells", [])}
+    applied = {_cell(a["cell"]): _positive(a["rate"], "applied") for a in value.get("applied", [])}
+    return ObservedEntry(window, cells, applied)
+
+
+def _cell(value: Any) -> CellKey:
+    if not isinstance(value, list) or len(value) != 6:
+        raise _Invalid(
+            "cell: expected [worker_type, model, batch_size, scale_factor, partner_model, partner_batch_size]"
+        )
+    worker_type, model, batch, scale, partner, partner_batch = value
+    if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+        raise _Invalid("cell: expected a positive integer scale factor")
+    return (
+        _text(worker_type),
+        _text(model),
+        _optional_batch(batch),
+        scale,
+        _optional_text(partner),
+        _optional_batch(partner_batch),
+    )
+
+
+def _finite(value: Any, where: str) -> float:
+    number = _number(value)
+    if not 0 <= number < float("inf"):
+        raise _Invalid(f"{where}: expected a finite number, not negative")
+    return number
+
+
+def _positive(value: Any, where: str) -> float:
+    number = _finite(value, where)
+    if number <= 0:
+        raise _Invalid(f"{where}: expected a positive number")
+    return number
 
 
 def _finite_steps(value: Any) -> float:

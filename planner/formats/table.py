@@ -65,7 +65,7 @@ REQUIRED_COLUMNS = ["worker_type", "model", "scale_factor", "throughput"]
 
 # What a row's status and source may say (written verbatim in table files).
 Status = Literal["ok", "oom", "failed", "estimated"]
-Source = Literal["measured", "imported", "estimated", "synthetic"]
+Source = Literal["measured", "imported", "estimated", "synthetic", "observed"]  # observed: rates from progress reports
 STATUSES: tuple[Status, ...] = get_args(Status)
 RUNNABLE_STATUSES: tuple[Status, ...] = ("ok", "estimated")
 SOURCES: tuple[Source, ...] = get_args(Source)

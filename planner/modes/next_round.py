@@ -11,6 +11,11 @@ is put back to its steps before those rounds, with a warning naming it (a job
 that was killed or never started writes no report). The new state's `version`
 is one more than the one planned from, and its `last_plan` and the schedule's
 `next_round.plan_id` carry one id, so the pair can be checked.
+
+Every report is also a throughput observation (planner/estimate/observed.py):
+the state keeps each job's cell in the planned rounds and the rates reports
+showed per cell; cells the table only estimates take the observed median once
+they have `observed_min` reports, for the policy and the planned steps alike.
 """
 
 from __future__ import annotations
@@ -27,11 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
+from planner.estimate.observed import (
+    DEFAULT_MIN_OBSERVATIONS,
+    Decision,
+    decision_table,
+    observe,
+    record,
+    window_entries,
+)
 from planner.formats.cluster import Cluster
 from planner.formats.files import input_records
 from planner.formats.jobs import Job, parse_jobs
 from planner.formats.schedule import Schedule, read_schedule
-from planner.formats.state import STATE_FORMAT, LastPlan, StateDocument
+from planner.formats.state import STATE_FORMAT, LastPlan, ObservedEntry, StateDocument
 from planner.formats.table import ThroughputTable
 from planner.modes.plan import build_schedule, check_csv_pair
 from planner.modes.state import (
@@ -58,6 +71,7 @@ class NextRound:
     done: bool  # nothing is left waiting or running
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the caller should see on stderr
+    provenance: dict[str, int] = field(default_factory=dict)  # table cells: measured, observed, estimated
 
 
 def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
@@ -82,10 +96,13 @@ def next_round(
     state_path: object = "<state>",
     progress_path: object = "<progress>",
     config: EngineConfig | None = None,
+    observed_min: int | None = DEFAULT_MIN_OBSERVATIONS,
 ) -> NextRound:
     """Plan the next `rounds` rounds. `jobs` starts a fresh plan (no state) or, with a
     state, adds the jobs it does not know yet; `policy` / `round_s` None keep the state's.
-    `config` is the engine configuration of a fresh plan (a state keeps its own)."""
+    `config` is the engine configuration of a fresh plan (a state keeps its own).
+    `observed_min`: reports a cell needs before its observed rate replaces an estimate
+    (None: observations are still recorded, never used)."""
     if rounds < 1:
         raise InputError(f"must be at least 1, got {rounds}", field="--rounds")
     # A call builds many small objects and frees few: collector passes only cost time.
@@ -94,10 +111,23 @@ def next_round(
     try:
         started = time.perf_counter()
         if state is None:
-            session = _fresh(table, cluster, jobs, policy, policy_options, round_s, config)
+            decision = _decide(table, None, observed_min)
+            session = _fresh(decision.table, cluster, jobs, policy, policy_options, round_s, config)
+            session.decision = decision
         else:
-            session = _resumed(table, cluster, state, jobs, policy, policy_options, round_s, state_path)
-        return _plan(session, table, cluster, progress, rounds, inputs, progress_path, started)
+            document = state if isinstance(state, StateDocument) else StateDocument.from_json(state, state_path)
+            book, learnt = _learn(document, progress, table, cluster)
+            decision = _decide(table, book, observed_min)
+            session = _resumed(decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path)
+            session.book, session.decision = book, decision
+            session.warnings += learnt
+            before = document.observed.applied if document.observed is not None else {}
+            if decision.applied != before:
+                session.engine.request_resolve()
+                session.notes.append(
+                    f"observed throughputs changed ({len(decision.applied)} cell(s) now observed): re-solving"
+                )
+        return _plan(session, decision.table, cluster, progress, rounds, inputs, progress_path, started)
     finally:
         if collecting:
             gc.enable()
@@ -116,6 +146,33 @@ class _Session:
     version: int = 0  # of the state planned from (0: none)
     last_plan: LastPlan | None = None  # what the call that wrote that state planned
     rounds_before: int = 0  # rounds the state had planned
+    book: ObservedEntry = field(default_factory=ObservedEntry)  # observed rates (window: this call's)
+    decision: Decision | None = None  # the table decided with, and its cells' provenance
+
+
+def _learn(
+    document: StateDocument, progress: Progress | None, table: ThroughputTable, cluster: Cluster
+) -> tuple[ObservedEntry, list[str]]:
+    """The state's observed rates plus what `progress` shows of the last plan's window."""
+    saved = document.observed or ObservedEntry()
+    if progress is None or not saved.window:
+        return ObservedEntry(cells=dict(saved.cells), applied=dict(saved.applied)), []
+    skip = {e.job.job_id for e in document.jobs if e.status == "cancelled"} | set(progress.cancelled)
+    # A job that reports GPUs of another worker type than planned ran in another cell.
+    node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
+    planned = {e.job_id: e.cell[0] for e in saved.window}
+    skip |= {
+        jid
+        for jid, report in progress.jobs.items()
+        if report.gpus and {node_type.get(n) for n, _ in report.gpus} != {planned.get(jid)}
+    }
+    found, warnings = observe(saved.window, progress.jobs, table, skip=skip)
+    return ObservedEntry(cells=record(saved.cells, found), applied=dict(saved.applied)), warnings
+
+
+def _decide(table: ThroughputTable, book: ObservedEntry | None, observed_min: int | None) -> Decision:
+    # observed_min None: observations are recorded, not used (the table as given, its counts still shown)
+    return decision_table(table, None if observed_min is None else book, observed_min or DEFAULT_MIN_OBSERVATIONS)
 
 
 def _fresh(
@@ -141,14 +198,13 @@ def _fresh(
 def _resumed(
     table: ThroughputTable,
     cluster: Cluster,
-    state: StateDocument | dict[str, Any],
+    document: StateDocument,
     jobs: list[Job] | None,
     policy: str | None,
     policy_options: dict[str, Any] | None,
     round_s: float | None,
     state_path: object,
 ) -> _Session:
-    document = state if isinstance(state, StateDocument) else StateDocument.from_json(state, state_path)
     saved_name = document.policy.name
     options = {**document.policy.options, **(policy_options or {})}
     name = policy or saved_name
@@ -260,6 +316,16 @@ def _plan(
         rounds=len(records),
         jobs={jid: at_start[jid] for jid in dict.fromkeys(j for r in records for j in r.planned_steps)},
     )
+    document.observed = ObservedEntry(
+        window=window_entries(
+            ((r.end_s - r.start_s, p.jobs, p.worker_type) for r in records for p in r.placements),
+            {jid: _type_of(engine, jid) for r in records for p in r.placements for jid in p.jobs},
+            {jid: sum(r.planned_steps.get(jid, 0.0) for r in records) for jid in in_play},
+            at_start,
+        ),
+        cells=session.book.cells,
+        applied=session.decision.applied if session.decision is not None else {},
+    )
     done = not engine.active and not engine.pending
     if schedule.next_round is not None:
         schedule.next_round["done"] = done
@@ -274,7 +340,17 @@ def _plan(
         "save_s": finished - stepped,
         "total_s": finished - started,
     }
-    return NextRound(schedule, new_state, records, session.notes, done, timings, session.warnings)
+    provenance = {} if session.decision is None else _provenance(session.decision)
+    return NextRound(schedule, new_state, records, session.notes, done, timings, session.warnings, provenance)
+
+
+def _type_of(engine: Engine, jid: str) -> tuple[str, int | None, int]:
+    jt = engine.outcomes[jid].job.job_type
+    return (jt.model, jt.batch_size, jt.scale_factor)
+
+
+def _provenance(decision: Decision) -> dict[str, int]:
+    return {"measured": decision.measured, "observed": decision.observed, "estimated": decision.estimated}
 
 
 def plan_id(rounds: Sequence[Mapping[str, Any]], from_version: int) -> str:
