@@ -14,6 +14,7 @@ This module imports neither torch nor anything from the profiler.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -348,13 +349,23 @@ class ThroughputTable:
         return cls(validate_records(records, columns=columns, path=path), path=path)
 
     # lookups ---------------------------------------------------------------
+    # The rows never change after __init__, so the sorted names are computed once: the job-list
+    # reader asks for them once per job (10⁵ jobs × 10⁴ rows was seconds).
+    @functools.cached_property
+    def _worker_types(self) -> tuple[str, ...]:
+        return tuple(sorted({wt for wt, _ in self._solo}))
+
+    @functools.cached_property
+    def _job_types(self) -> tuple[JobType, ...]:
+        return tuple(sorted({jt for _, jt in self._solo}, key=JobType.sort_key))
+
     @property
     def worker_types(self) -> list[str]:
-        return sorted({wt for wt, _ in self._solo})
+        return list(self._worker_types)
 
     @property
     def job_types(self) -> list[JobType]:
-        return sorted({jt for _, jt in self._solo}, key=JobType.sort_key)
+        return list(self._job_types)
 
     def has(self, worker_type: str, job_type: JobType) -> bool:
         return (worker_type, job_type) in self._solo
