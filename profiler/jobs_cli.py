@@ -9,11 +9,8 @@ import shlex
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
-from click.core import ParameterSource
 
-from planner.cli.common import out as stdout
 from planner.errors import InputError
 from planner.export.common import parse_map
 from planner.export.profile_jobs import SUBMIT, TABLE, write_slurm_profile_jobs
@@ -37,13 +34,21 @@ def check_profile_args(args: list[str]) -> None:
     command = typer.main.get_command(single)
     try:
         context = command.make_context("rota profile", list(args))
-    except click.ClickException as exc:
-        raise InputError(exc.format_message(), field="PROFILE_OPTIONS") from None
-    given = [p for p in command.params if p.name in _SET_BY_JOBS and context.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]  # type: ignore[arg-type]
+    except Exception as exc:  # click's usage errors (typer vendors click in newer releases: no one class)
+        message = getattr(exc, "format_message", None)
+        if not callable(message):
+            raise
+        raise InputError(message(), field="PROFILE_OPTIONS") from None
+    given = [p for p in command.params if p.name in _SET_BY_JOBS and _from_command_line(context, p.name)]
     if given:
         raise InputError(f"{given[0].opts[0]} is set by each job itself", field="PROFILE_OPTIONS")
     if context.args:
         raise InputError(f"unexpected argument {context.args[0]!r}", field="PROFILE_OPTIONS")
+
+
+def _from_command_line(context, name: str) -> bool:
+    source = context.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def _device_types(text: Optional[str]) -> dict[str, str]:
@@ -91,7 +96,8 @@ def slurm_command(
 
     Example:
 
-        rota profile-jobs slurm --cluster cluster.yaml --out-dir prof --device-types v100=v100-16gb -- --scale-factors 1,2 --budget 20
+        rota profile-jobs slurm --cluster cluster.yaml --out-dir prof --device-types v100=v100-16gb \\
+            -- --scale-factors 1,2 --budget 20
         prof/submit.sh --wait
     """
     args = list(profile_args or ())
@@ -111,5 +117,5 @@ def slurm_command(
         account=account,
         sbatch_options=sbatch_option or (),
     )
-    stdout.print(f"wrote {len(written)} file(s) under {out_dir}: {len(spec.names)} profiling job(s) and a merge")
-    stdout.print(f"submit them with {out_dir / SUBMIT} (the merged table: {out_dir / TABLE})")
+    typer.echo(f"wrote {len(written)} file(s) under {out_dir}: {len(spec.names)} profiling job(s) and a merge")
+    typer.echo(f"submit them with {out_dir / SUBMIT} (the merged table: {out_dir / TABLE})")
