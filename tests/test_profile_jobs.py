@@ -155,17 +155,24 @@ echo "$((100 + n));cluster1"
 FAKE_SCANCEL = """#!/bin/sh
 echo "scancel $*" >> "$LOG"
 """
+FAKE_SCONTROL = """#!/bin/sh
+echo "JobId=$3 JobName=merge.sbatch"
+echo "   JobState=$MERGE_STATE Reason=None Dependency=(null)"
+"""
 
 
-def _submit(out: Path, tmp_path: Path, *args: str, refuse_at: int = 0) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _submit(
+    out: Path, tmp_path: Path, *args: str, refuse_at: int = 0, merge_state: str = "COMPLETED"
+) -> tuple[subprocess.CompletedProcess, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for name, text in (("sbatch", FAKE_SBATCH), ("scancel", FAKE_SCANCEL)):
+    for name, text in (("sbatch", FAKE_SBATCH), ("scancel", FAKE_SCANCEL), ("scontrol", FAKE_SCONTROL)):
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "calls.log"
     log.unlink(missing_ok=True)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOG": str(log), "REFUSE_AT": str(refuse_at)}
+    env["MERGE_STATE"] = merge_state
     done = subprocess.run(["sh", str(out / "submit.sh"), *args], cwd=tmp_path, env=env, capture_output=True, text=True)
     return done, log.read_text().splitlines()
 
@@ -181,8 +188,15 @@ def test_submit_sends_every_job_then_the_merge_after_all_of_them(tmp_path):
     ]
     assert "job 101" in done.stdout and "job 102" in done.stdout
     assert (out / "logs").is_dir() and (out / "shards").is_dir()  # sbatch does not create --output folders
-    _, calls = _submit(out, tmp_path, "--wait")
+    done, calls = _submit(out, tmp_path, "--wait")
     assert calls[-1] == "--parsable --wait --dependency=afterok:101:102 --kill-on-invalid-dep=yes merge.sbatch"
+    assert done.returncode == 0 and "job 103 merged the shards into throughputs.csv" in done.stdout
+
+
+def test_submit_wait_fails_when_slurm_cancelled_the_merge(tmp_path):
+    # sbatch --wait exits 0 for a job cancelled before it ran (its dependency failed): the state decides
+    done, _ = _submit(_write(tmp_path), tmp_path, "--wait", merge_state="CANCELLED")
+    assert done.returncode == 1 and "the merge job 103 ended CANCELLED; see logs/" in done.stderr
 
 
 def test_a_refused_submission_cancels_the_jobs_already_submitted(tmp_path):

@@ -144,8 +144,10 @@ def submit_script(jobs: Sequence[ProfileJob]) -> str:
         "#!/bin/sh",
         "# rota profile-jobs: submit one profiling job per worker type, then the job that merges their shards",
         f"# into {TABLE} once all of them have succeeded (a failed one cancels it).",
-        f"# Usage: ./{SUBMIT} [--wait]   --wait: return when the merge has ended, with its exit status",
-        "# Exit status 2: sbatch refused a job (the jobs already submitted are then cancelled).",
+        f"# Usage: ./{SUBMIT} [--wait]   --wait: return once the merge job has ended",
+        "# Exit status: 0 submitted (with --wait: merged), 1 with --wait: the merge did not complete (a profiling",
+        f"# job failed and Slurm cancelled it, or the merge failed; see {LOGS}/), 2 sbatch refused a job (the jobs",
+        "# already submitted are then cancelled).",
         "set -eu",
         'cd "$(dirname "$0")"',
         f"mkdir -p {LOGS} {SHARDS}",
@@ -165,12 +167,26 @@ def submit_script(jobs: Sequence[ProfileJob]) -> str:
             'ids="$ids:$id"',
             f'echo {said}"$id"',
         ]
+    merge = shlex.quote(MERGE)
+    after = f'--dependency="afterok$ids" --kill-on-invalid-dep=yes {merge}'
     said = shlex.quote(f"{MERGE} ({TABLE}, after every profiling job): job ")
     lines += [
-        'wait_flag=""',
-        'if [ "${1:-}" = "--wait" ]; then wait_flag="--wait"; fi',
-        f"printf '%s' {said}",
-        f'exec sbatch --parsable $wait_flag --dependency="afterok$ids" --kill-on-invalid-dep=yes {shlex.quote(MERGE)}',
+        'if [ "${1:-}" != "--wait" ]; then',
+        f"  printf '%s' {said}",
+        f"  exec sbatch --parsable {after}",
+        "fi",
+        f"echo {shlex.quote(f'{MERGE}: submitted; waiting for the profiling jobs and the merge')}",
+        # sbatch --wait says 0 for a job Slurm cancelled unrun (a profiling job failed): ask Slurm
+        "status=0",
+        f"merge=$(sbatch --parsable --wait {after}) || status=$?",
+        '[ -n "$merge" ] || refused merge.sbatch',
+        "merge=${merge%%;*}",
+        "state=$(scontrol show job \"$merge\" 2>/dev/null | tr ' ' '\\n' | sed -n 's/^JobState=//p')",
+        'if [ "${state:-COMPLETED}" != COMPLETED ] || [ "$status" -ne 0 ]; then',
+        f'  echo "submit.sh: the merge job $merge ended ${{state:-with status $status}}; see {LOGS}/" >&2',
+        "  exit 1",
+        "fi",
+        f'echo "job $merge merged the shards into {TABLE}"',
         "",
     ]
     return "\n".join(lines)

@@ -91,3 +91,35 @@ def test_each_worker_type_is_profiled_on_its_node_and_the_shards_are_merged(slur
         assert row["throughput"] > 0 and row["n_steps"]
         assert row["host"] and row["torch_version"] and row["measured_at"]
         assert row["device_name"] and row["device_name"].endswith("[tiny scale]")
+
+
+def test_a_failed_profiling_job_cancels_the_merge(slurm, tmp_path):
+    node = slurm.cluster.worker_types["t4"].nodes[0]
+    (tmp_path / "cluster.yaml").write_text(f"worker_types:\n  t4: {{gpus: 1, nodes: [{node}]}}\n")
+    out = tmp_path / "prof"
+    result = CliRunner().invoke(
+        app,
+        [
+            "profile-jobs",
+            "slurm",
+            "--cluster",
+            str(tmp_path / "cluster.yaml"),
+            "--out-dir",
+            str(out),
+            "--device-types",
+            "t4=no-such-gpu",  # the job fails at once: no such device on the node
+            "--rota",
+            f"{sys.executable} -m planner.cli",
+            "--",
+            *PROFILE_OPTIONS,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    env = {**slurm.env(), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        ["sh", str(out / "submit.sh"), "--wait"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stdout
+    assert "ended CANCELLED" in done.stderr, done.stderr  # Slurm cancelled the merge: its dependency failed
+    assert "no device of type no-such-gpu" in _logs(out)
+    assert not (out / "throughputs.csv").exists()
