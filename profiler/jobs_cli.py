@@ -13,8 +13,8 @@ import typer
 
 from planner.errors import InputError
 from planner.export.common import parse_map
-from planner.export.profile_jobs import SUBMIT, TABLE, write_slurm_profile_jobs
-from planner.formats.cluster import read_cluster
+from planner.export.profile_jobs import RAY_DRIVER, SUBMIT, TABLE, write_ray_profile_jobs, write_slurm_profile_jobs
+from planner.formats.cluster import Cluster, read_cluster
 from profiler.cli import profile_command
 from profiler.plan import split_list
 
@@ -53,6 +53,17 @@ def _from_command_line(context, name: str) -> bool:
 
 def _device_types(text: Optional[str]) -> dict[str, str]:
     return parse_map(split_list(text), "--device-types")
+
+
+def _inputs(profile_args: Optional[list[str]], rota: str, cluster: Path) -> tuple[list[str], list[str], Cluster]:
+    """The checked profile options, the words of --rota and the cluster spec."""
+    args = list(profile_args or ())
+    check_profile_args(args)
+    try:
+        words = shlex.split(rota)
+    except ValueError as exc:
+        raise InputError(f"cannot split {rota!r}: {exc}", field="--rota") from None
+    return args, words, read_cluster(cluster)
 
 
 def slurm_command(
@@ -100,13 +111,7 @@ def slurm_command(
             -- --scale-factors 1,2 --budget 20
         prof/submit.sh --wait
     """
-    args = list(profile_args or ())
-    check_profile_args(args)
-    try:
-        words = shlex.split(rota)
-    except ValueError as exc:
-        raise InputError(f"cannot split {rota!r}: {exc}", field="--rota") from None
-    spec = read_cluster(cluster)
+    args, words, spec = _inputs(profile_args, rota, cluster)
     written = write_slurm_profile_jobs(
         spec,
         out_dir,
@@ -119,3 +124,56 @@ def slurm_command(
     )
     typer.echo(f"wrote {len(written)} file(s) under {out_dir}: {len(spec.names)} profiling job(s) and a merge")
     typer.echo(f"submit them with {out_dir / SUBMIT} (the merged table: {out_dir / TABLE})")
+
+
+def ray_command(
+    cluster: Annotated[
+        Path, typer.Option(help="Cluster spec: one job per worker type, on its first node.", show_default=False)
+    ],
+    profile_args: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            help="Options for `rota profile` on every node, after '--' (e.g. -- --models LM --scale tiny).",
+            metavar="[-- PROFILE_OPTIONS...]",
+            show_default=False,
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out-dir", "-o", help="Folder for the plan, its driver, the shards and the table.")
+    ] = Path("profile-jobs"),
+    device_types: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Comma-separated WORKER_TYPE=DEVICE, as for `rota profile-jobs slurm`.",
+            show_default=False,
+        ),
+    ] = None,
+    rota: Annotated[
+        str, typer.Option(help="How the nodes (and the driver) run rota, e.g. '/opt/venv/bin/rota'.")
+    ] = "rota",
+    node_resource: Annotated[
+        str,
+        typer.Option(help="Prefix of the custom resource each Ray node advertises with its name (as rota export ray)."),
+    ] = "node:",
+) -> None:
+    """Write a plan and its Ray driver: one task per worker type, pinned to one node of that type
+    by its `node:<name>` resource and holding all its GPUs, runs `rota profile` there; the driver
+    saves each table in OUT_DIR/shards/ (no shared file system needed) and merges them into
+    OUT_DIR/throughputs.csv.
+
+    Example:
+
+        rota profile-jobs ray --cluster cluster.yaml --out-dir prof -- --scale-factors 1,2 --budget 20
+        python prof/ray_profile.py --address HEAD:6379
+    """
+    args, words, spec = _inputs(profile_args, rota, cluster)
+    written = write_ray_profile_jobs(
+        spec,
+        out_dir,
+        device_types=_device_types(device_types),
+        rota=words,
+        profile_args=args,
+        node_resource=node_resource,
+    )
+    typer.echo(f"wrote {len(written)} file(s) under {out_dir}: a plan of {len(spec.names)} profiling job(s)")
+    typer.echo(f"run them with python {out_dir / RAY_DRIVER} (the merged table: {out_dir / TABLE})")

@@ -10,6 +10,7 @@ word of a command is shell-quoted.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.export.common import checked_name, comment_text, file_name, write_files
+from planner.export.ray_profile import SHARD_MARK
 from planner.formats.cluster import Cluster
 
 SHARDS = "shards"
@@ -213,3 +215,62 @@ def write_slurm_profile_jobs(
     files[MERGE] = merge_script(jobs, rota, common, extra)
     files[SUBMIT] = submit_script(jobs)
     return write_files(out_dir, files, executable=[SUBMIT])
+
+
+# --------------------------------------------------------------------------- Ray
+
+RAY_PLAN = "ray_profile_jobs.json"
+RAY_DRIVER = "ray_profile.py"
+RAY_PLAN_FORMAT = "rota.ray-profile-jobs/v1"
+
+
+def ray_plan(jobs: Sequence[ProfileJob], rota: Sequence[str], profile_args: Sequence[str], node_resource: str) -> dict:
+    """The driver's plan: per job its command (argv; the shard is a temporary file on the node)."""
+    return {
+        "format": RAY_PLAN_FORMAT,
+        "jobs": [
+            {
+                "worker_type": job.worker_type,
+                "node": job.node,
+                "node_resource": f"{node_resource}{job.node}",
+                "device_type": job.device_type,
+                "gpus": job.gpus,
+                "shard": job.shard,
+                "log": f"{LOGS}/{job.stem}.log",
+                "command": [
+                    *rota,
+                    "profile",
+                    "--device-types",
+                    f"{job.worker_type}={job.device_type}",
+                    "--out",
+                    SHARD_MARK,
+                    "--resume",
+                    *profile_args,
+                ],
+            }
+            for job in jobs
+        ],
+        "merge": [*rota, "table", "merge", "--strict", "--out", TABLE, *(j.shard for j in jobs)],
+    }
+
+
+def write_ray_profile_jobs(
+    cluster: Cluster,
+    out_dir: Path,
+    *,
+    device_types: Mapping[str, str] | None = None,
+    rota: Sequence[str] = ("rota",),
+    profile_args: Sequence[str] = (),
+    node_resource: str = "node:",
+) -> list[Path]:
+    """Write the plan and its driver (ray_profile.py) under `out_dir`; return their paths."""
+    if not rota:
+        raise InputError("is empty", field="--rota")
+    if not node_resource.isprintable():
+        raise InputError(f"{node_resource!r} holds an unprintable character", field="--node-resource")
+    jobs = profile_jobs(cluster, device_types or {})
+    files = {
+        RAY_PLAN: json.dumps(ray_plan(jobs, rota, profile_args, node_resource), indent=1) + "\n",
+        RAY_DRIVER: (Path(__file__).parent / RAY_DRIVER).read_text(encoding="utf-8"),
+    }
+    return write_files(out_dir, files, executable=[RAY_DRIVER])
