@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from planner.cli import app
 from planner.errors import InputError
-from planner.export.profile_jobs import write_slurm_profile_jobs
+from planner.export.profile_jobs import write_ray_profile_jobs, write_slurm_profile_jobs
+from planner.export.ray_profile import unplaceable
 from planner.formats.cluster import cluster_from_dict
 from planner.formats.table import JobType, read_table
 
@@ -275,3 +276,64 @@ def test_strict_merge_names_both_files_of_a_conflict(tmp_path):
     assert len(read_table(merged)) == 2  # the earlier output is untouched
     result = runner.invoke(app, ["table", "merge", str(a), str(b), "--out", str(merged)])
     assert result.exit_code == 0 and read_table(merged).solo("v100", JobType("A3C", None)) == 2.5
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+def test_ray_plan_pins_each_job_to_its_node_with_every_gpu(tmp_path):
+    out = tmp_path / "prof"
+    written = write_ray_profile_jobs(
+        cluster_from_dict(SPEC, path="c.yaml"),
+        out,
+        device_types={"v100": "v100-16gb"},
+        rota=["/opt/rota/bin/rota"],
+        profile_args=["--command", "x=python t.py; rm -rf /"],
+        node_resource="host:",
+    )
+    assert sorted(p.name for p in written) == ["ray_profile.py", "ray_profile_jobs.json"]
+    assert all(p.parent == out for p in written)
+    plan = json.loads((out / "ray_profile_jobs.json").read_text())
+    v100, cpu = plan["jobs"]
+    assert (v100["node_resource"], v100["gpus"], v100["shard"]) == ("host:v100-a", 4, "shards/v100.csv")
+    assert (cpu["node_resource"], cpu["gpus"]) == ("host:login-1", 0)
+    assert v100["command"] == [
+        "/opt/rota/bin/rota",
+        "profile",
+        "--device-types",
+        "v100=v100-16gb",
+        "--out",
+        "{shard}",
+        "--resume",
+        "--command",
+        "x=python t.py; rm -rf /",  # an argv word: the driver runs it without a shell
+    ]
+    assert plan["merge"][-2:] == ["shards/v100.csv", "shards/cpu.csv"]
+
+
+def test_ray_driver_finds_jobs_no_node_can_take():
+    jobs = [
+        {"worker_type": "v100", "node": "v100-a", "node_resource": "node:v100-a", "gpus": 4},
+        {"worker_type": "cpu", "node": "login-1", "node_resource": "node:login-1", "gpus": 0},
+        {"worker_type": "k80", "node": "k80-0", "node_resource": "node:k80-0", "gpus": 2},
+    ]
+    nodes = [
+        {"Alive": True, "Resources": {"node:v100-a": 1.0, "GPU": 2.0}},
+        {"Alive": True, "Resources": {"node:login-1": 1.0}},
+        {"Alive": False, "Resources": {"node:k80-0": 1.0, "GPU": 2.0}},
+    ]
+    assert unplaceable(jobs, nodes) == [
+        "v100: node v100-a has fewer than 4 GPUs",
+        "k80: no Ray node has the resource node:k80-0",
+    ]
+
+
+def test_ray_command_writes_the_plan(tmp_path):
+    cluster = str(_cluster_file(tmp_path))
+    result = runner.invoke(
+        app, ["profile-jobs", "ray", "--cluster", cluster, "-o", str(tmp_path / "r"), "--", "--pairs", "none"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "wrote 2 file(s)" in result.output and (tmp_path / "r" / "ray_profile.py").exists()
+    result = runner.invoke(app, ["profile-jobs", "ray", "--cluster", str(_cluster_file(tmp_path)), "--", "--resume"])
+    assert result.exit_code == 2 and "--resume is set by each job itself" in result.output
