@@ -44,12 +44,16 @@ def profile_on_node(command: list[str], shard_name: str, previous: bytes | None,
         if previous is not None:
             shard.write_bytes(previous)
         argv = [str(shard) if word == SHARD_MARK else word for word in command]
-        done = subprocess.run(
-            argv, cwd=cwd if os.path.isdir(cwd) else tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
+        try:
+            done = subprocess.run(
+                argv, cwd=cwd if os.path.isdir(cwd) else tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            returncode, output = done.returncode, done.stdout.decode(errors="replace")
+        except OSError as exc:  # e.g. rota is not on this node's PATH
+            returncode, output = 127, f"cannot run {argv[0]!r} on this node: {exc.strerror} (see --rota)\n"
         return {
-            "returncode": done.returncode,
-            "output": done.stdout.decode(errors="replace"),
+            "returncode": returncode,
+            "output": output,
             "table": shard.read_bytes() if shard.exists() else None,
             "node_id": ray.get_runtime_context().get_node_id(),
         }

@@ -97,3 +97,13 @@ def test_a_job_no_node_can_take_stops_the_driver_first(ray_cluster, tmp_path):
     assert "k80: no Ray node has the resource node:k80-0" in done.stderr
     assert "v100: node v100-0 has fewer than 4 GPUs" in done.stderr
     assert not (out / "shards").exists()
+
+
+def test_a_job_that_cannot_start_fails_with_its_reason_in_its_log(ray_cluster, tmp_path):
+    out = _write_jobs(tmp_path, "worker_types:\n  cpu: {gpus: 1, nodes: [head-0]}\n", "--rota", "/no/such/rota")
+    done = _drive(out, ray_cluster)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "profiling failed for cpu" in done.stderr
+    assert "cannot run '/no/such/rota' on this node" in (out / "logs" / "cpu.log").read_text()
+    assert json.loads((out / "ray_profile_state.json").read_text())["cpu"]["returncode"] == 127
+    assert not (out / "throughputs.csv").exists()
