@@ -1,4 +1,4 @@
-"""`rota profile-jobs slurm`: profiling jobs for the worker types of a multi-host cluster.
+"""`rota profile-jobs slurm|ray`: profiling jobs for the worker types of a multi-host cluster.
 
 Registered by the main app as the `profile-jobs` group. Imports no torch.
 """
