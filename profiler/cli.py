@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -31,21 +31,38 @@ from profiler.workloads import check_entry_points, is_user, parse_workload
 
 
 def _pick_devices(requested: Optional[str], cpu_cores: int) -> list[devices_mod.DeviceType]:
-    names = [n.lower() for n in split_list(requested)]
-    cpu_only = bool(names) and set(names) == {"cpu"}
+    """The devices named by --device-types: 'h200,cpu', or 'NAME=DEVICE' to record DEVICE's rows
+    under the worker type NAME (a cluster's 'v100' measured on the local 'v100-16gb')."""
+    wanted = _device_names(requested)
+    cpu_only = bool(wanted) and set(wanted.values()) == {"cpu"}
     try:
         found = devices_mod.discover(include_cuda=not cpu_only, cores_per_worker=cpu_cores)
     except ValueError as exc:
         raise InputError(str(exc), field="--cpu-cores") from None
-    if not names:
+    if not wanted:
         return found
     by_name = {d.worker_type: d for d in found}
-    unknown = [n for n in names if n not in by_name]
+    unknown = [n for n in dict.fromkeys(wanted.values()) if n not in by_name]
     if unknown:
         raise InputError(
             f"no device of type {', '.join(unknown)} on this host (found: {', '.join(by_name)})", field="--device-types"
         )
-    return [by_name[n] for n in dict.fromkeys(names)]
+    return [replace(by_name[device], worker_type=name) for name, device in wanted.items()]
+
+
+def _device_names(requested: Optional[str]) -> dict[str, str]:
+    """--device-types as {worker type to record: local device type}."""
+    wanted: dict[str, str] = {}
+    for item in split_list(requested):
+        name, sep, device = (part.strip() for part in item.partition("="))
+        device = device.lower() if sep else name.lower()
+        name = name if sep else device
+        if not name or not device or "=" in device:
+            raise InputError(f"expected DEVICE or NAME=DEVICE, got {item!r}", field="--device-types")
+        if wanted.get(name, device) != device:
+            raise InputError(f"worker type {name!r} is given two devices", field="--device-types")
+        wanted[name] = device
+    return wanted
 
 
 def _timing(budget: float, warmup_steps: int, window: float, target_spread: float) -> TimingConfig:
@@ -61,7 +78,10 @@ def profile_command(
     ),
     device_types: Annotated[
         Optional[str],
-        typer.Option(help="Comma-separated worker types to profile, e.g. 'h200,cpu' (default: every device found)."),
+        typer.Option(
+            help="Comma-separated worker types to profile, e.g. 'h200,cpu' (default: every device found); "
+            "'NAME=DEVICE' records DEVICE's rows under the worker type NAME, e.g. 'v100=v100-16gb'."
+        ),
     ] = None,
     models: Annotated[
         Optional[str],

@@ -38,9 +38,13 @@ def _options(
 def _register() -> None:
     # The profiler's command imports torch only when it runs.
     from profiler.cli import profile_command
+    from profiler.jobs_cli import profile_jobs_app, ray_command, slurm_command
 
     app.add_typer(table.table_app, name="table")
     app.command("profile")(user_errors(profile_command))
+    profile_jobs_app.command("slurm")(user_errors(slurm_command))
+    profile_jobs_app.command("ray")(user_errors(ray_command))
+    app.add_typer(profile_jobs_app, name="profile-jobs")
     app.command("policies")(policies.policies)
     app.command("plan")(user_errors(plan.plan))
     app.command("plan-next")(user_errors(plan.plan_next_round_command))

@@ -138,15 +138,18 @@ def table_export_gavel(
 @table_app.command("merge")
 @user_errors
 def table_merge(
-    tables: list[Path] = typer.Argument(..., help="Tables to merge; later ones win on duplicate rows."),
+    tables: list[Path] = typer.Argument(..., help="Tables to merge; later ones win on duplicate rows (see --strict)."),
     out_path: Path = typer.Option(..., "--out", "-o", help="Merged table to write."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Fail on two rows with the same key and different values instead (names both)."
+    ),
 ):
-    """Merge tables, e.g. one per machine or GPU type.
+    """Merge tables, e.g. one per machine or GPU type; the result is written atomically.
 
     Example: rota table merge cpu.csv h200.csv --out all.csv
     """
 
-    merged = merge_tables([read_table(p) for p in tables], path=out_path)
+    merged = merge_tables([read_table(p) for p in tables], path=out_path, strict=strict)
     write_table(merged, out_path)
     stdout.print(f"wrote {out_path}: {len(merged)} rows, worker types {', '.join(merged.worker_types)}")
 

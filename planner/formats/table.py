@@ -484,12 +484,27 @@ def write_table(table: ThroughputTable, path: str | os.PathLike) -> None:
         raise InputError("unsupported table format (use .csv or .parquet)", path=path)
 
 
-def merge_tables(tables: Iterable[ThroughputTable], path: object = "<merged>") -> ThroughputTable:
-    """Union of tables; on duplicate keys the later table's row wins."""
+def merge_tables(
+    tables: Iterable[ThroughputTable], path: object = "<merged>", *, strict: bool = False
+) -> ThroughputTable:
+    """Union of tables; on duplicate keys the later table's row wins, or, with `strict`, two rows
+    of one key that differ in any column are an InputError naming both files and rows."""
     merged: dict[tuple, TableRow] = {}
+    origin: dict[tuple, tuple[object, int]] = {}  # key -> (table path, row number) it came from
     for table in tables:
-        for r in table.rows:
-            merged[row_key(r)] = r
+        for number, r in enumerate(table.rows, start=1):
+            key = row_key(r)
+            if strict and key in merged and merged[key] != r:
+                first_path, first_row = origin[key]
+                raise InputError(
+                    f"conflicts with {first_path} row {first_row} (both measure {_describe_key(key)}, "
+                    "with different values)",
+                    path=table.path,
+                    row=number,
+                    field="worker_type",
+                )
+            merged[key] = r
+            origin[key] = (table.path, number)
     return ThroughputTable.from_records(list(merged.values()), columns=COLUMNS, path=path)
 
 

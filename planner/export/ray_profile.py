@@ -1,0 +1,135 @@
+"""Run rota's profiling jobs (written by `rota profile-jobs ray`) on a Ray cluster.
+
+    python ray_profile.py                       # every worker type, then the merge
+    python ray_profile.py --address HOST:PORT
+
+One Ray task per worker type, pinned to its node by the node's resource (`node:<name>`, as in
+the Ray export) and holding every GPU of it, runs `rota profile` there into a temporary shard
+(given the shard this folder already has, so `--resume` measures only what it lacks) and hands
+the table back: the shards land in shards/ next to this file, so no file system is shared. The
+task runs in the driver's working folder where that node has it (relative paths in the profile
+options then mean the same), else in a temporary one. Its output goes to logs/<worker type>.log.
+Once every job has succeeded, `rota table merge --strict` writes the merged table here.
+
+Exit status: 0 merged; 1 a job or the merge failed (the other shards are kept: run it again);
+2 a job can never be placed (no node has its resource or enough GPUs), before anything runs.
+A report of each job (exit code, Ray node, its resources) goes to ray_profile_state.json.
+
+This file is copied next to its plan (ray_profile_jobs.json); it imports ray only when run, and
+nothing from rota.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PLAN = "ray_profile_jobs.json"
+STATE = "ray_profile_state.json"
+SHARD_MARK = "{shard}"  # the --out argument in a job's command, replaced by the temporary shard
+
+
+def profile_on_node(command: list[str], shard_name: str, previous: bytes | None, cwd: str) -> dict:
+    """What a task runs on its node: the command into a temporary shard; the shard's bytes back."""
+    import ray
+
+    with tempfile.TemporaryDirectory(prefix="rota-profile-") as tmp:
+        shard = Path(tmp, shard_name)
+        if previous is not None:
+            shard.write_bytes(previous)
+        argv = [str(shard) if word == SHARD_MARK else word for word in command]
+        try:
+            done = subprocess.run(
+                argv, cwd=cwd if os.path.isdir(cwd) else tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+            )
+            returncode, output = done.returncode, done.stdout.decode(errors="replace")
+        except OSError as exc:  # e.g. rota is not on this node's PATH
+            returncode, output = 127, f"cannot run {argv[0]!r} on this node: {exc.strerror} (see --rota)\n"
+        return {
+            "returncode": returncode,
+            "output": output,
+            "table": shard.read_bytes() if shard.exists() else None,
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
+
+
+def unplaceable(jobs: list[dict], nodes: list[dict]) -> list[str]:
+    """Jobs no live node can take: none has the job's node resource with the GPUs it asks for."""
+    out = []
+    for job in jobs:
+        fits = [n for n in nodes if n.get("Alive") and n["Resources"].get(job["node_resource"], 0) > 0]
+        if not fits:
+            out.append(f"{job['worker_type']}: no Ray node has the resource {job['node_resource']}")
+        elif all(n["Resources"].get("GPU", 0) < job["gpus"] for n in fits):
+            out.append(f"{job['worker_type']}: node {job['node']} has fewer than {job['gpus']} GPUs")
+    return out
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Atomically: a temp file next to it, then a rename."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address", default="auto", help="Ray cluster address (default: auto)")
+    args = parser.parse_args(argv)
+    here = Path(__file__).resolve().parent
+    plan = json.loads((here / PLAN).read_text(encoding="utf-8"))
+    import ray
+
+    ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
+    lacking = unplaceable(plan["jobs"], ray.nodes())
+    if lacking:
+        print("error: cannot place " + "; ".join(lacking), file=sys.stderr, flush=True)
+        return 2
+    (here / "shards").mkdir(exist_ok=True)
+    (here / "logs").mkdir(exist_ok=True)
+    task = ray.remote(profile_on_node)
+    refs = {}
+    for job in plan["jobs"]:
+        shard = here / job["shard"]
+        previous = shard.read_bytes() if shard.exists() else None
+        refs[job["worker_type"]] = task.options(
+            num_cpus=1, num_gpus=job["gpus"], resources={job["node_resource"]: 0.001}, max_retries=0
+        ).remote(job["command"], shard.name, previous, os.getcwd())
+        print(f"{job['worker_type']}: profiling on node {job['node']}", flush=True)
+    nodes = {n["NodeID"]: n for n in ray.nodes()}
+    report, failed = {}, []
+    for job in plan["jobs"]:
+        name = job["worker_type"]
+        try:
+            result = ray.get(refs[name])
+        except Exception as exc:  # the task or its node died
+            result = {"returncode": None, "output": f"{type(exc).__name__}: {exc}\n", "table": None, "node_id": None}
+        (here / job["log"]).write_text(result["output"], encoding="utf-8")
+        if result["table"] is not None:
+            _write(here / job["shard"], result["table"])
+        node = nodes.get(result["node_id"], {})
+        report[name] = {
+            "returncode": result["returncode"],
+            "node_id": result["node_id"],
+            "node_resources": sorted(node.get("Resources", {})),
+            "log": job["log"],
+        }
+        if result["returncode"] != 0:
+            failed.append(name)
+        print(f"{name}: exit code {result['returncode']} (log: {job['log']})", flush=True)
+    _write(here / STATE, (json.dumps(report, indent=1) + "\n").encode())
+    if failed:
+        print(f"error: profiling failed for {', '.join(failed)}; see logs/; not merged", file=sys.stderr, flush=True)
+        return 1
+    merged = subprocess.run(plan["merge"], cwd=here)
+    return 0 if merged.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

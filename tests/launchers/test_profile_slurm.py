@@ -1,0 +1,125 @@
+"""`rota profile-jobs slurm` on a real single-host Slurm (tests/launchers/slurm_cluster.py): each
+worker type is profiled by its own job on its own node into its shard, and the merge job, which
+Slurm starts after both, writes one table holding both worker types with their provenance."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.formats.table import read_table
+
+# The cheapest real measurement: LM at tiny scale, one batch size, alone, half a second.
+PROFILE_OPTIONS = [
+    "--models",
+    "LM",
+    "--batch-sizes",
+    "5",
+    "--pairs",
+    "none",
+    "--scale-factors",
+    "1",
+    "--scale",
+    "tiny",
+    "--budget",
+    "0.5",
+    "--no-restart-cost",
+]
+
+
+def _logs(folder: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(folder.glob("logs/*")))
+
+
+def test_each_worker_type_is_profiled_on_its_node_and_the_shards_are_merged(slurm, tmp_path):
+    a100, v100 = (slurm.cluster.worker_types[w].nodes[0] for w in ("a100", "v100"))
+    # 'cpu' keeps the device's own name; 'v100' is this host's CPU recorded as the cluster's v100
+    (tmp_path / "cluster.yaml").write_text(
+        f"worker_types:\n  cpu: {{gpus: 1, nodes: [{a100}]}}\n  v100: {{gpus: 1, nodes: [{v100}]}}\n"
+    )
+    out = tmp_path / "prof"
+    result = CliRunner().invoke(
+        app,
+        [
+            "profile-jobs",
+            "slurm",
+            "--cluster",
+            str(tmp_path / "cluster.yaml"),
+            "--out-dir",
+            str(out),
+            "--device-types",
+            "v100=cpu",
+            "--rota",
+            f"{sys.executable} -m planner.cli",
+            "--partition",
+            "main",
+            "--",
+            *PROFILE_OPTIONS,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+
+    env = {**slurm.env(), "PYTHONPATH": str(ROOT)}  # sbatch hands the jobs this environment
+    done = subprocess.run(
+        ["sh", str(out / "submit.sh"), "--wait"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{_logs(out)}"
+
+    # each profiling job ran on the node of its worker type (Slurm keeps finished jobs a while)
+    jobs = dict(re.findall(r"worker type (\S+) on node \S+, job (\d+)", done.stdout))
+    assert set(jobs) == {"cpu", "v100"}, done.stdout
+    for worker_type, node in (("cpu", a100), ("v100", v100)):
+        shown = subprocess.run(
+            ["scontrol", "show", "job", jobs[worker_type]], env=env, capture_output=True, text=True
+        ).stdout
+        assert re.search(rf"\bNodeList={re.escape(node)}\b", shown), shown
+        assert "JobState=COMPLETED" in shown, shown
+        shard = read_table(out / "shards" / f"{worker_type}.csv")
+        assert shard.worker_types == [worker_type]
+
+    table = read_table(out / "throughputs.csv")
+    assert table.worker_types == ["cpu", "v100"]
+    assert len(table) == 2
+    for row in table.rows:
+        assert (row["model"], row["batch_size"], row["status"], row["source"]) == ("LM", 5, "ok", "measured")
+        assert row["throughput"] > 0 and row["n_steps"]
+        assert row["host"] and row["torch_version"] and row["measured_at"]
+        assert row["device_name"] and row["device_name"].endswith("[tiny scale]")
+
+
+def test_a_failed_profiling_job_cancels_the_merge(slurm, tmp_path):
+    node = slurm.cluster.worker_types["t4"].nodes[0]
+    (tmp_path / "cluster.yaml").write_text(f"worker_types:\n  t4: {{gpus: 1, nodes: [{node}]}}\n")
+    out = tmp_path / "prof"
+    result = CliRunner().invoke(
+        app,
+        [
+            "profile-jobs",
+            "slurm",
+            "--cluster",
+            str(tmp_path / "cluster.yaml"),
+            "--out-dir",
+            str(out),
+            "--device-types",
+            "t4=no-such-gpu",  # the job fails at once: no such device on the node
+            "--rota",
+            f"{sys.executable} -m planner.cli",
+            "--",
+            *PROFILE_OPTIONS,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    env = {**slurm.env(), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        ["sh", str(out / "submit.sh"), "--wait"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stdout
+    assert "ended CANCELLED" in done.stderr, done.stderr  # Slurm cancelled the merge: its dependency failed
+    assert "no device of type no-such-gpu" in _logs(out)
+    assert not (out / "throughputs.csv").exists()
