@@ -70,7 +70,9 @@ def test_a_reference_model_on_the_cpu_gets_its_restart_cost(tmp_path: Path):
     result = CliRunner().invoke(app, ["profile", *common, "--out", str(out)])
     assert result.exit_code == 0, result.output
     (solo,) = read_table(out).rows
-    assert solo["status"] == "ok" and solo["source"] == "measured" and solo["notes"] is None
+    assert solo["status"] == "ok" and solo["source"] == "measured"
+    # a reference model has no note, unless a busy machine made the measurement noisy
+    assert solo["notes"] is None or solo["notes"].startswith("noisy: step-time IQR ")
     for column in RESTART_COLUMNS:
         assert _positive_finite(solo[column]), (column, solo[column])
     # start-up includes spawning a Python and importing torch: not instantaneous
