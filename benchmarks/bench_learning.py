@@ -37,8 +37,10 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 import time
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +55,7 @@ from planner.formats.atomic import write_text_atomic, write_with  # noqa: E402
 from planner.formats.cluster import Cluster, parse_cluster  # noqa: E402
 from planner.formats.jobs import Job  # noqa: E402
 from planner.formats.progress import JobProgress, Progress  # noqa: E402
+from planner.formats.schedule import Round  # noqa: E402
 from planner.formats.table import COLUMNS, JobType, ThroughputTable, read_table  # noqa: E402
 from planner.modes.next_round import next_round  # noqa: E402
 
@@ -103,7 +106,7 @@ def pick_estimated(truth: ThroughputTable, fraction: float, rng: random.Random) 
     return {jt: rng.choice(WORKER_TYPES) for jt in sorted(chosen, key=JobType.sort_key)}
 
 
-def _type_of(row: dict[str, Any]) -> JobType:
+def _type_of(row: Mapping[str, Any]) -> JobType:
     return JobType(row["model"], row["batch_size"], row["scale_factor"])
 
 
@@ -166,6 +169,9 @@ class Run:
     finish_s: dict[str, float] = field(default_factory=dict)  # launcher's finish time per job
     timeline: list[dict[str, Any]] = field(default_factory=list)  # one entry per planned round
     rejected: int = 0  # reports the observed layer refused as impossible rates
+    placed: dict[tuple[str, JobType], int] = field(default_factory=dict)  # job-rounds per solo cell
+    reports: dict[tuple[str, JobType], int] = field(default_factory=dict)  # accepted observations per cell
+    applied: dict[tuple[str, JobType], float] = field(default_factory=dict)  # cells deciding on observations
     rounds: int = 0
     ended: bool = False
     wall_s: float = 0.0
@@ -182,11 +188,21 @@ def decision_values(table: ThroughputTable, applied: list[dict[str, Any]]) -> di
     return values
 
 
+def _solo_counts(cells: list[dict[str, Any]]) -> dict[tuple[str, JobType], int]:
+    """Accepted observations per solo cell, from the state's `observed.cells`."""
+    out = {}
+    for c in cells:
+        worker, model, batch, scale, partner, _ = c["cell"]
+        if partner is None:
+            out[(worker, JobType(model, batch, scale))] = len(c["rates"])
+    return out
+
+
 def close_cells(values: dict[tuple[str, JobType], float], truth: ThroughputTable, cells: list) -> int:
     return sum(1 for w, jt in cells if abs(values[(w, jt)] / truth.solo(w, jt) - 1) <= CLOSE)
 
 
-def launch(rnd: dict[str, Any], jobs: dict[str, Job], truth: ThroughputTable, steps: dict[str, float], run: Run):
+def launch(rnd: Round, jobs: dict[str, Job], truth: ThroughputTable, steps: dict[str, float], run: Run) -> Progress:
     """Run one planned round at the true rates; the reports the launcher would write."""
     start, end = rnd["start_s"], rnd["end_s"]
     reports = {}
@@ -194,6 +210,8 @@ def launch(rnd: dict[str, Any], jobs: dict[str, Job], truth: ThroughputTable, st
         for jid in a["jobs"]:
             job = jobs[jid]
             rate = truth.solo(a["worker_type"], job.job_type)
+            cell = (a["worker_type"], job.job_type)
+            run.placed[cell] = run.placed.get(cell, 0) + 1
             left = job.total_steps - steps[jid]
             if rate * (end - start) >= left:  # finishes within the round
                 elapsed = left / rate
@@ -240,6 +258,8 @@ def simulate(
         values = decision_values(decide, applied)
         if not step.schedule.rounds:
             run.ended = len(run.finish_s) == len(jobs)
+            run.applied = {c: values[c] for c in cells if values[c] != decide.solo(*c)}
+            run.reports = _solo_counts(state["observed"]["cells"])
             break
         rnd = step.schedule.rounds[0]
         progress = launch(rnd, by_id, truth, steps, run)
@@ -296,6 +316,24 @@ def table_facts(decide: ThroughputTable, truth: ThroughputTable) -> dict[str, An
     }
 
 
+def cell_fates(run: Run, decide: ThroughputTable, truth: ThroughputTable) -> dict[str, int]:
+    """What became of each estimated cell by the end of a run: replaced by observations; ran,
+    but every report was refused (true rate above the ceiling); ran, not replaced (fewer than
+    3 reports, or the layer is off); never placed (the policy never ran a job there)."""
+    fates = dict.fromkeys(("replaced", "refused", "ran_not_replaced", "never_placed"), 0)
+    for w, jt in estimated_cells(decide):
+        ceiling = rate_ceiling(decide, jt.model, jt.batch_size, jt.scale_factor)
+        if (w, jt) in run.applied:
+            fates["replaced"] += 1
+        elif not run.placed.get((w, jt)):
+            fates["never_placed"] += 1
+        elif ceiling is not None and truth.solo(w, jt) > ceiling:
+            fates["refused"] += 1
+        else:
+            fates["ran_not_replaced"] += 1
+    return fates
+
+
 def columns(timeline: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """The timeline as one list per field (a compact JSON)."""
     keys = list(timeline[0]) if timeline else []
@@ -325,6 +363,7 @@ def experiment(truth: ThroughputTable, setup: dict[str, Any], seed: int) -> dict
         for way, observed_min in (("static", None), ("learning", 3)):
             run = simulate(truth, decide, cluster, jobs, observed_min=observed_min, round_s=setup["round_s"])
             summary = jct_summary(run, jobs, per_batch)
+            summary["estimated_cells_at_end"] = cell_fates(run, decide, truth)
             summary["ratio_to_oracle"] = summary["avg_jct_h"] / base if summary["avg_jct_h"] and base else None
             summary["batch_ratio_to_oracle"] = [
                 v / o for v, o in zip(summary["batch_avg_jct_h"], out["oracle"]["batch_avg_jct_h"])
@@ -355,6 +394,9 @@ def summarise(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
                 "max_ratio": max(ratios),
                 "batch_mean_ratio_to_oracle": [sum(b) / len(b) for b in per_batch],
                 "all_finished": all(s["ended"] for s in runs),
+                "estimated_cells_at_end": {
+                    k: sum(s["estimated_cells_at_end"][k] for s in runs) for k in runs[0]["estimated_cells_at_end"]
+                },
             }
     return out
 
@@ -372,9 +414,7 @@ def _at(rows: list[dict[str, Any]], hour: float) -> dict[str, Any] | None:
     return done[-1] if done else None
 
 
-def print_report(
-    results: list[dict[str, Any]], summary: dict[str, Any], setup: dict[str, Any], every_h: float
-) -> None:
+def print_report(results: list[dict[str, Any]], summary: dict[str, Any], setup: dict[str, Any], every_h: float) -> None:
     print(
         f"Gavel solo table (k80/p100/v100), cluster {setup['cluster']} (v100:p100:k80), {setup['jobs']} single-GPU "
         f"jobs in {setup['batches']} batches {setup['batch_gap_h']:g} h apart, {setup['hours'][0]:g}-"
@@ -404,10 +444,14 @@ def print_report(
                 )
     first = results[0]
     for name, v in first["variants"].items():
-        runs = {"oracle": _rows(first["oracle_timeline"])} | {w: _rows(v["timeline"][w]) for w in ("static", "learning")}
+        runs = {"oracle": _rows(first["oracle_timeline"])} | {
+            w: _rows(v["timeline"][w]) for w in ("static", "learning")
+        }
         total = v["table"]["estimated_cells"]
         print(f"\nseed {first['seed']}, {name} table, as time goes by ({total} estimated cells; learning run):")
-        print(f"{'hour':>6}{'round':>7}{'observed cells':>16}{'within 10 %':>13}   jobs finished: oracle static learning")
+        print(
+            f"{'hour':>6}{'round':>7}{'observed cells':>16}{'within 10 %':>13}   jobs finished: oracle static learning"
+        )
         end = max(rows[-1]["end_h"] for rows in runs.values() if rows)
         hours = [k * every_h for k in range(1, int(end // every_h) + 1)] + [end]
         for h in dict.fromkeys(hours):
@@ -416,12 +460,16 @@ def print_report(
             fin = "".join(f"{a['finished'] if a else 0:>7}" for a in at.values())
             cells = f"{e['round']:>7}{e['observed_cells']:>16}{e['estimated_within_10pct']:>13}" if e else " " * 36
             print(f"{h:>6.1f}{cells}          {fin}")
-    print(f"\nover {len(results)} seed(s): avg JCT / oracle, mean [min, max]; per arrival batch (mean)")
+    print(
+        f"\nover {len(results)} seed(s): avg JCT / oracle, mean [min, max]; per arrival batch (mean); "
+        "estimated cells at the end (sum over seeds)"
+    )
     for name, ways in summary.items():
         for way, m in ways.items():
+            fates = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in m["estimated_cells_at_end"].items())
             print(
                 f"  {name:<11}{way:<10}{m['mean_ratio_to_oracle']:6.3f} [{m['min_ratio']:.3f}, {m['max_ratio']:.3f}]"
-                f"  {fmt(m['batch_mean_ratio_to_oracle'])}"
+                f"  {fmt(m['batch_mean_ratio_to_oracle'])}  estimated cells at the end: {fates}"
             )
 
 
@@ -442,6 +490,9 @@ def plot(results: list[dict[str, Any]], summary: dict[str, Any], setup: dict[str
         for way, dash in (("learning", "-"), ("static", ":")):
             tl = v["timeline"][way]
             left.plot(tl["end_h"], tl["estimated_within_10pct"], dash, color=colours[name], label=f"{name}, {way}")
+        learnable = total - len(v["table"]["unlearnable_cells"])
+    ceiling = f"at most learnable: {learnable} ({total - learnable} above the report ceiling)"
+    left.axhline(learnable, color="grey", lw=0.8, ls="--", label=ceiling)
     left.set_xlabel("simulated time (h)")
     left.set_ylabel(f"estimated cells within 10 % of the truth (of {total})")
     left.set_ylim(0, total)
@@ -470,6 +521,16 @@ def plot(results: list[dict[str, Any]], summary: dict[str, Any], setup: dict[str
     write_with(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
     plt.close(fig)
     return True
+
+
+# an indented list of numbers: opened by "[" and a newline, which no JSON string holds
+_NUMBER_LIST = re.compile(r"\[\n\s*(-?[\d.eE+-]+(?:,\n\s*-?[\d.eE+-]+)*)\n\s*\]")
+
+
+def compact_json(payload: dict[str, Any]) -> str:
+    """Indented JSON with each list of numbers (the timelines) on one line."""
+    text = json.dumps(payload, indent=1)
+    return _NUMBER_LIST.sub(lambda m: "[" + ", ".join(v.strip() for v in m.group(1).split(",")) + "]", text) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -507,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - started
     summary = summarise(results)
     print_report(results, summary, setup, args.every)
+    for r in results[1:]:  # the first seed's timelines are plotted; the others would only weigh
+        r.pop("oracle_timeline")
+        for v in r["variants"].values():
+            v.pop("timeline")
     payload = {
         "setup": {k: list(v) if isinstance(v, tuple) else v for k, v in setup.items()},
         "summary": summary,
@@ -514,7 +579,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": elapsed,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, json.dumps(payload, indent=1) + "\n")
+    write_text_atomic(out, compact_json(payload))
     print(f"\nwrote {out}; {elapsed:.0f} s")
     if not args.no_plot and plot(results, summary, setup, out.with_suffix(".png")):
         print(f"wrote {out.with_suffix('.png')}")
