@@ -359,7 +359,10 @@ def experiment(truth: ThroughputTable, setup: dict[str, Any], seed: int) -> dict
     }
     base = out["oracle"]["avg_jct_h"]
     for name, decide in tables.items():
-        variant: dict[str, Any] = {"table": table_facts(decide, truth), "ways": {}, "timeline": {}}
+        facts = table_facts(decide, truth)
+        # cells the oracle never used either: no loss when a learning run never tries them
+        facts["never_placed_by_oracle"] = sum(1 for c in estimated_cells(decide) if not oracle.placed.get(c))
+        variant: dict[str, Any] = {"table": facts, "ways": {}, "timeline": {}}
         for way, observed_min in (("static", None), ("learning", 3)):
             run = simulate(truth, decide, cluster, jobs, observed_min=observed_min, round_s=setup["round_s"])
             summary = jct_summary(run, jobs, per_batch)
@@ -431,6 +434,7 @@ def print_report(results: list[dict[str, Any]], summary: dict[str, Any], setup: 
             print(
                 f"  {name}: {t['estimated_cells']} estimated cells, {t['estimated_within_10pct']} within 10 % at the "
                 f"start, median error {100 * t['median_abs_error']:.0f} %, max {100 * t['max_abs_error']:.0f} %; "
+                f"never used by the oracle: {t['never_placed_by_oracle']}; "
                 f"above the observed ceiling: {', '.join(t['unlearnable_cells']) or 'none'}"
             )
         print(f"  {'table':<11}{'way':<10}{'avg JCT h':>10}{'/ oracle':>9}{'refused':>8}  per batch / oracle")
