@@ -427,7 +427,7 @@ def print_report(results: list[dict[str, Any]], summary: dict[str, Any], setup: 
     fmt = lambda values: " ".join(f"{v:5.2f}" for v in values)  # noqa: E731
     for r in results:
         kept = r["estimated_types"]
-        print(f"\nseed {r['seed']}: estimated types [kept measured cell]: ")
+        print(f"\nseed {r['seed']}: estimated types [kept measured cell]:")
         print("  " + ", ".join(f"{k} [{w}]" for k, w in kept.items()))
         for name, v in r["variants"].items():
             t = v["table"]
