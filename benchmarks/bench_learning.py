@@ -177,25 +177,26 @@ class Run:
     wall_s: float = 0.0
 
 
+def _solo_cell(key: list[Any]) -> tuple[str, JobType] | None:
+    """(worker type, job type) of a state's cell key; None for a pair's cell."""
+    worker, model, batch, scale, partner, _ = key
+    return None if partner is not None else (worker, JobType(model, batch, scale))
+
+
+def applied_cells(applied: list[dict[str, Any]]) -> dict[tuple[str, JobType], float]:
+    """The solo cells that decide on an observed median (the state's `observed.applied`)."""
+    return {cell: a["rate"] for a in applied if (cell := _solo_cell(a["cell"])) is not None}
+
+
 def decision_values(table: ThroughputTable, applied: list[dict[str, Any]]) -> dict[tuple[str, JobType], float]:
     """Each solo cell's rate in the table the planner decides with: the table's, or the
-    observed median it applied (from the state's `observed.applied`)."""
-    values = {(r["worker_type"], _type_of(r)): r["throughput"] for r in table.rows}
-    for a in applied:
-        worker, model, batch, scale, partner, _ = a["cell"]
-        if partner is None:
-            values[(worker, JobType(model, batch, scale))] = a["rate"]
-    return values
+    observed median it applied."""
+    return {(r["worker_type"], _type_of(r)): r["throughput"] for r in table.rows} | applied_cells(applied)
 
 
 def _solo_counts(cells: list[dict[str, Any]]) -> dict[tuple[str, JobType], int]:
     """Accepted observations per solo cell, from the state's `observed.cells`."""
-    out = {}
-    for c in cells:
-        worker, model, batch, scale, partner, _ = c["cell"]
-        if partner is None:
-            out[(worker, JobType(model, batch, scale))] = len(c["rates"])
-    return out
+    return {cell: len(c["rates"]) for c in cells if (cell := _solo_cell(c["cell"])) is not None}
 
 
 def close_cells(values: dict[tuple[str, JobType], float], truth: ThroughputTable, cells: list) -> int:
@@ -258,7 +259,7 @@ def simulate(
         values = decision_values(decide, applied)
         if not step.schedule.rounds:
             run.ended = len(run.finish_s) == len(jobs)
-            run.applied = {c: values[c] for c in cells if values[c] != decide.solo(*c)}
+            run.applied = applied_cells(applied)
             run.reports = _solo_counts(state["observed"]["cells"])
             break
         rnd = step.schedule.rounds[0]
@@ -268,7 +269,7 @@ def simulate(
             {
                 "round": rnd["index"],
                 "end_h": rnd["end_s"] / 3600.0,
-                "observed_cells": sum(1 for a in applied if tuple(a["cell"][4:]) == (None, None)),
+                "observed_cells": len(applied_cells(applied)),
                 "estimated_within_10pct": close_cells(values, truth, cells),
                 "finished": len(run.finish_s),
             }
