@@ -301,20 +301,25 @@ def jct_summary(run: Run, jobs: list[Job], per_batch: int) -> dict[str, Any]:
 
 def table_facts(decide: ThroughputTable, truth: ThroughputTable) -> dict[str, Any]:
     """How wrong the decision table starts; `unlearnable_cells`: estimated cells whose true rate
-    is above the observed layer's ceiling (3x the type's fastest measured cell), so that every
-    report of them is refused as impossible."""
+    is above the observed layer's ceiling (`rate_ceiling`), so that every report of them is
+    refused as impossible."""
     cells = estimated_cells(decide)
     errors = sorted(abs(decide.solo(w, jt) / truth.solo(w, jt) - 1) for w, jt in cells)
-    ceilings = {jt: rate_ceiling(decide, jt.model, jt.batch_size, jt.scale_factor) for _, jt in cells}
+    ceilings = {(w, jt): rate_ceiling(decide, cell_key(w, jt)) for w, jt in cells}
     return {
         "estimated_cells": len(cells),
         "estimated_within_10pct": close_cells({c: decide.solo(*c) for c in cells}, truth, cells),
         "median_abs_error": errors[len(errors) // 2] if errors else 0.0,
         "max_abs_error": errors[-1] if errors else 0.0,
         "unlearnable_cells": sorted(
-            f"{jt.name} on {w}" for w, jt in cells if (c := ceilings[jt]) is not None and truth.solo(w, jt) > c
+            f"{jt.name} on {w}" for w, jt in cells if (c := ceilings[(w, jt)]) is not None and truth.solo(w, jt) > c
         ),
     }
+
+
+def cell_key(worker_type: str, jt: JobType) -> tuple[str, str, int | None, int, None, None]:
+    """The observed layer's key of a solo cell."""
+    return (worker_type, jt.model, jt.batch_size, jt.scale_factor, None, None)
 
 
 def cell_fates(run: Run, decide: ThroughputTable, truth: ThroughputTable) -> dict[str, int]:
@@ -323,7 +328,7 @@ def cell_fates(run: Run, decide: ThroughputTable, truth: ThroughputTable) -> dic
     3 reports, or the layer is off); never placed (the policy never ran a job there)."""
     fates = dict.fromkeys(("replaced", "refused", "ran_not_replaced", "never_placed"), 0)
     for w, jt in estimated_cells(decide):
-        ceiling = rate_ceiling(decide, jt.model, jt.batch_size, jt.scale_factor)
+        ceiling = rate_ceiling(decide, cell_key(w, jt))
         if (w, jt) in run.applied:
             fates["replaced"] += 1
         elif not run.placed.get((w, jt)):
@@ -500,7 +505,8 @@ def plot(results: list[dict[str, Any]], summary: dict[str, Any], setup: dict[str
     left.axhline(learnable, color="grey", lw=0.8, ls="--", label=ceiling)
     left.set_xlabel("simulated time (h)")
     left.set_ylabel(f"estimated cells within 10 % of the truth (of {total})")
-    left.set_ylim(0, total)
+    left.set_ylim(0, 1.7 * total)  # room for the legend above every curve (they end at most at `total`)
+    left.set_yticks(range(0, total + 1, max(1, total // 8)))
     left.legend(loc="upper left", fontsize=8)
     left.set_title(f"decision table vs truth (seed {first['seed']})", fontsize=10)
     batches = range(1, setup["batches"] + 1)

@@ -1,7 +1,7 @@
 """benchmarks/bench_learning.py: a wrong decision table that learns from progress reports.
 
 The launcher of the benchmark reports the TRUE rates, so every observed median must be the
-true rate; the rate ceiling and the hand-picked cells below are worked out from Gavel's table.
+true rate; the hand-picked cells below are worked out from Gavel's table.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 import pytest
 from conftest import GAVEL_DIR, ROOT
 
+from planner.estimate.observed import rate_ceiling
 from planner.formats.cluster import parse_cluster
 from planner.formats.jobs import Job
 from planner.formats.table import JobType
@@ -76,13 +77,15 @@ def test_wrong_tables_estimate_exactly_the_cells_not_kept(truth):
     assert all(1 / 3 - 1e-12 <= f <= 3 + 1e-12 for f in factors) and len(set(factors)) == len(factors)
 
 
-def test_a_cell_above_three_times_the_measured_rate_is_unlearnable(truth):
-    # ResNet-18 (128) keeps k80 only: ceiling 3 x 1.807 = 5.42 steps/s; true p100 and v100 rates are
-    # above it (v100: 9.96 x the k80 rate); the v100-kept types' k80/p100 cells are slower than v100.
-    facts = bench.table_facts(bench.cold_start_table(truth, KEPT), truth)
+def test_a_cell_ten_times_faster_than_its_measured_cell_is_still_learnable(truth):
+    # ResNet-18 (128) keeps k80 only, and runs 9.96x faster on a v100: above 3x its k80 rate, but
+    # within 3x the k80 rate scaled by the largest v100/k80 ratio the table has measured.
+    decide = bench.cold_start_table(truth, KEPT)
+    facts = bench.table_facts(decide, truth)
     assert truth.solo("v100", R18_128) > 3 * truth.solo("k80", R18_128)
-    assert facts["unlearnable_cells"] == ["ResNet-18 (batch size 128) on p100", "ResNet-18 (batch size 128) on v100"]
-    assert facts["estimated_cells"] == 8
+    ceiling = rate_ceiling(decide, bench.cell_key("v100", R18_128))
+    assert ceiling is not None and ceiling > truth.solo("v100", R18_128)
+    assert facts["unlearnable_cells"] == [] and facts["estimated_cells"] == 8
 
 
 def test_every_job_finishes_no_sooner_than_its_fastest_gpu_allows(truth, runs):
@@ -102,10 +105,8 @@ def test_learning_replaces_cells_with_the_true_rate(truth, runs):
         assert (w, jt) in bench.estimated_cells(decide)
         assert value == pytest.approx(truth.solo(w, jt), rel=1e-9)  # reports at the true rate
         assert bench.close_cells({(w, jt): value}, truth, [(w, jt)]) == 1
-    # the refused cells are never replaced, however often they ran
-    assert (("v100", R18_128) not in learning.applied) and (("p100", R18_128) not in learning.applied)
-    if learning.placed.get(("v100", R18_128)) or learning.placed.get(("p100", R18_128)):
-        assert learning.rejected > 0
+    # true rates are never refused as impossible, even 10x the measured cell's
+    assert learning.rejected == 0
     timeline = [e["observed_cells"] for e in learning.timeline]
     assert timeline[0] == 0 and timeline == sorted(timeline)  # cells are learnt, never forgotten
 
