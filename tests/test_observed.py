@@ -19,6 +19,7 @@ from planner.estimate.observed import (
     decision_table,
     exported_rows,
     observe,
+    rate_ceiling,
     record,
     stats,
     window_entries,
@@ -391,3 +392,34 @@ def test_a_job_that_ran_on_another_worker_type_is_not_observed():
     moved = Progress(jobs={jid: JobProgress(540.0, gpus=(("a100-0", 0),))})
     elsewhere = next_round(table, CLUSTER, state=first.state, progress=moved)
     assert elsewhere.state["observed"]["cells"] == []
+
+
+def test_the_ceiling_scales_a_measured_cell_by_the_speed_ratio_the_table_knows():
+    # ResNet-18 is measured on both: a100 is 4x t4. LM is measured on t4 only (5 steps/s), so on
+    # an a100 it may run up to 3 x 5 x 4 = 60 steps/s; on the t4 itself up to 3 x 5 = 15.
+    rows = [
+        ("a100", "ResNet-18", 64, 40.0, "ok", "measured"),
+        ("t4", "ResNet-18", 64, 10.0, "ok", "measured"),
+        ("t4", "LM", 10, 5.0, "ok", "measured"),
+        ("a100", "LM", 10, 6.0, "estimated", "estimated"),
+    ]
+    table = ThroughputTable.from_records(
+        [
+            {"worker_type": w, "model": m, "batch_size": b, "scale_factor": 1, "throughput": t, "status": s}
+            | {"source": src}
+            for w, m, b, t, s, src in rows
+        ]
+    )
+    on_a100, on_t4 = ("a100", "LM", 10, 1, None, None), ("t4", "LM", 10, 1, None, None)
+    assert rate_ceiling(table, on_a100) == pytest.approx(60.0)
+    assert rate_ceiling(table, on_t4) == pytest.approx(15.0)
+    window = [entry("fast-a100", cell=on_a100), entry("too-fast-a100", cell=on_a100), entry("too-fast-t4", cell=on_t4)]
+    reports = {
+        "fast-a100": JobProgress(steps_done=100 + 59 * 360),  # 12x the t4 rate: possible on an a100
+        "too-fast-a100": JobProgress(steps_done=100 + 61 * 360),
+        "too-fast-t4": JobProgress(steps_done=100 + 16 * 360),
+    }
+    found, warnings = observe(window, reports, table)
+    assert [(o.job_id, o.rate) for o in found] == [("fast-a100", 59.0)]
+    assert [w.split(":")[0] for w in warnings] == ["too-fast-a100", "too-fast-t4"]
+    assert "at most 60" in warnings[0] and "at most 15" in warnings[1]

@@ -16,7 +16,8 @@ What is not an observation:
 * a report of exactly the planned steps without `elapsed_s`: a job may stop
   once it has done its planned steps, so the rate is only a lower bound;
 * an impossible rate (negative, not finite, or more than `IMPOSSIBLE_FACTOR`
-  times the fastest rate the table has for the job type): a warning names the job.
+  times the fastest rate the table allows the job type on that worker type,
+  `rate_ceiling`): a warning names the job.
 
 Pure functions; no I/O.
 """
@@ -87,9 +88,34 @@ def is_replaceable(row: Mapping[str, object]) -> bool:
     return is_estimate(row) or row["source"] == SOURCE
 
 
-def rate_ceiling(table: ThroughputTable, model: str, batch_size: int | None, scale_factor: int) -> float | None:
-    """IMPOSSIBLE_FACTOR x the fastest runnable rate of the job type on any cell, from measured
-    rows when there are any, else from every row; None when the table has no runnable row."""
+def speed_ratios(table: ThroughputTable) -> dict[tuple[str, str], float]:
+    """(a, b) -> the largest rate on b over rate on a of any job type measured solo on both:
+    how much faster b can be than a, as far as the table knows."""
+    by_type: dict[tuple[str, int | None, int], dict[str, float]] = {}
+    for r in table.rows:
+        if r["partner_model"] is None and r["status"] in RUNNABLE_STATUSES and not is_estimate(r):
+            if r["throughput"] > 0:
+                by_type.setdefault((r["model"], r["batch_size"], r["scale_factor"]), {})[r["worker_type"]] = r[
+                    "throughput"
+                ]
+    ratios: dict[tuple[str, str], float] = {}
+    for rates in by_type.values():
+        for a, rate_a in rates.items():
+            for b, rate_b in rates.items():
+                ratios[(a, b)] = max(ratios.get((a, b), 0.0), rate_b / rate_a)
+    return ratios
+
+
+def rate_ceiling(
+    table: ThroughputTable, cell: CellKey, ratios: Mapping[tuple[str, str], float] | None = None
+) -> float | None:
+    """IMPOSSIBLE_FACTOR x the fastest rate the table allows the cell's job type on the cell's
+    worker type: its fastest runnable row (measured rows when there are any, else every row),
+    or a row on a slower worker type scaled by the largest speed ratio of the two types the
+    table has measured (a job measured only on a K80 may run 10x faster on a V100). None
+    when the table has no runnable row of the job type."""
+    worker_type, model, batch_size, scale_factor = cell[:4]
+    ratios = speed_ratios(table) if ratios is None else ratios
     rows = [
         r
         for r in table.rows
@@ -97,7 +123,7 @@ def rate_ceiling(table: ThroughputTable, model: str, batch_size: int | None, sca
         and r["status"] in RUNNABLE_STATUSES
     ]
     measured = [r for r in rows if not is_estimate(r)]
-    rates = [r["throughput"] for r in (measured or rows)]
+    rates = [r["throughput"] * max(1.0, ratios.get((r["worker_type"], worker_type), 1.0)) for r in (measured or rows)]
     return IMPOSSIBLE_FACTOR * max(rates) if rates else None
 
 
@@ -112,7 +138,8 @@ def observe(
     skipped = set(skip)
     found: list[Observation] = []
     warnings: list[str] = []
-    ceilings: dict[tuple[str, int | None, int], float | None] = {}  # per job type (a table scan each)
+    ceilings: dict[CellKey, float | None] = {}  # per cell (a table scan each)
+    ratios = speed_ratios(table)
     for entry in window:
         report = reports.get(entry.job_id)
         if report is None or entry.job_id in skipped or report.steps_done is None:
@@ -127,10 +154,9 @@ def observe(
         if steps == 0 or not seconds > 0:
             continue
         rate = steps / seconds
-        _, model, batch, scale, _, _ = entry.cell
-        if (model, batch, scale) not in ceilings:
-            ceilings[(model, batch, scale)] = rate_ceiling(table, model, batch, scale)
-        ceiling = ceilings[(model, batch, scale)]
+        if entry.cell not in ceilings:
+            ceilings[entry.cell] = rate_ceiling(table, entry.cell, ratios)
+        ceiling = ceilings[entry.cell]
         if not math.isfinite(rate) or rate < 0 or (ceiling is not None and rate > ceiling):
             limit = "" if ceiling is None else f"; at most {ceiling:.4g} ({IMPOSSIBLE_FACTOR:g}x the table's fastest)"
             warnings.append(
