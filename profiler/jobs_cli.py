@@ -66,18 +66,23 @@ def _inputs(profile_args: Optional[list[str]], rota: str, cluster: Path) -> tupl
     return args, words, read_cluster(cluster)
 
 
+# The options both launchers take, declared once.
+ClusterOption = Annotated[
+    Path, typer.Option(help="Cluster spec: one job per worker type, on its first node.", show_default=False)
+]
+ProfileArgs = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        help="Options for `rota profile` on every node, after '--' (e.g. -- --models LM --scale tiny).",
+        metavar="[-- PROFILE_OPTIONS...]",
+        show_default=False,
+    ),
+]
+
+
 def slurm_command(
-    cluster: Annotated[
-        Path, typer.Option(help="Cluster spec: one job per worker type, on its first node.", show_default=False)
-    ],
-    profile_args: Annotated[
-        Optional[list[str]],
-        typer.Argument(
-            help="Options for `rota profile` on every node, after '--' (e.g. -- --models LM --scale tiny).",
-            metavar="[-- PROFILE_OPTIONS...]",
-            show_default=False,
-        ),
-    ] = None,
+    cluster: ClusterOption,
+    profile_args: ProfileArgs = None,
     out_dir: Annotated[
         Path, typer.Option("--out-dir", "-o", help="Folder for the scripts, the shards and the merged table.")
     ] = Path("profile-jobs"),
@@ -127,17 +132,8 @@ def slurm_command(
 
 
 def ray_command(
-    cluster: Annotated[
-        Path, typer.Option(help="Cluster spec: one job per worker type, on its first node.", show_default=False)
-    ],
-    profile_args: Annotated[
-        Optional[list[str]],
-        typer.Argument(
-            help="Options for `rota profile` on every node, after '--' (e.g. -- --models LM --scale tiny).",
-            metavar="[-- PROFILE_OPTIONS...]",
-            show_default=False,
-        ),
-    ] = None,
+    cluster: ClusterOption,
+    profile_args: ProfileArgs = None,
     out_dir: Annotated[
         Path, typer.Option("--out-dir", "-o", help="Folder for the plan, its driver, the shards and the table.")
     ] = Path("profile-jobs"),

@@ -22,8 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -194,3 +197,27 @@ class LocalRayCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def running_cluster(nodes: list[FakeNode], what: str) -> Iterator[LocalRayCluster]:
+    """The body of a module's `ray_cluster` fixture: a started cluster of `nodes`, stopped after the
+    module; the module's tests skip, saying why (`what`: "the Ray launcher tests"), where ray cannot
+    be imported or the cluster does not start."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        print(f"skipping {what}: ray cannot be imported ({exc})")
+        pytest.skip(f"ray cannot be imported: {exc}")
+    cluster = LocalRayCluster(nodes)
+    started = time.monotonic()
+    try:
+        cluster.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        cluster.stop()
+        print(f"skipping {what}: a local Ray cluster did not start ({exc})")
+        pytest.skip(f"a local Ray cluster did not start: {exc}")
+    print(f"local Ray cluster of {len(nodes)} nodes up in {time.monotonic() - started:.1f} s")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -8,12 +8,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.launchers.ray_cluster import FakeNode, LocalRayCluster
+from tests.launchers.ray_cluster import FakeNode, LocalRayCluster, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 NODES = [FakeNode("head-0", 0, "CPU"), FakeNode("v100-0", 2, "V100")]
@@ -23,24 +22,7 @@ PROFILE_OPTIONS += ["--scale", "tiny", "--budget", "0.5", "--no-restart-cost"]
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    try:
-        import ray  # noqa: F401
-    except ImportError as exc:
-        print(f"skipping the Ray profiling tests: ray cannot be imported ({exc})")
-        pytest.skip(f"ray cannot be imported: {exc}")
-    cluster = LocalRayCluster(NODES)
-    started = time.monotonic()
-    try:
-        cluster.start()
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        cluster.stop()
-        print(f"skipping the Ray profiling tests: a local Ray cluster did not start ({exc})")
-        pytest.skip(f"a local Ray cluster did not start: {exc}")
-    print(f"local Ray cluster of {len(NODES)} nodes up in {time.monotonic() - started:.1f} s")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from running_cluster(NODES, "the Ray profiling tests")
 
 
 def _write_jobs(tmp_path: Path, cluster_yaml: str, *options: str) -> Path:

@@ -15,12 +15,11 @@ import os
 import shlex
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.launchers.ray_cluster import FakeNode, LocalRayCluster
+from tests.launchers.ray_cluster import FakeNode, LocalRayCluster, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_TRAIN = Path(__file__).with_name("fake_train.py")
@@ -50,24 +49,7 @@ JOBS = [
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    try:
-        import ray  # noqa: F401
-    except ImportError as exc:
-        print(f"skipping the Ray launcher tests: ray cannot be imported ({exc})")
-        pytest.skip(f"ray cannot be imported: {exc}")
-    cluster = LocalRayCluster(NODES)
-    started = time.monotonic()
-    try:
-        cluster.start()
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        cluster.stop()
-        print(f"skipping the Ray launcher tests: a local Ray cluster did not start ({exc})")
-        pytest.skip(f"a local Ray cluster did not start: {exc}")
-    print(f"local Ray cluster of {len(NODES)} nodes up in {time.monotonic() - started:.1f} s")
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from running_cluster(NODES, "the Ray launcher tests")
 
 
 @pytest.fixture
