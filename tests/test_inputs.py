@@ -99,6 +99,21 @@ def test_bad_jobs(tmp_path, inputs, body, field, message):
     assert str(path) in text and f"field '{field}'" in text and message in text and "row" in text
 
 
+def test_rows_of_a_type_seen_before_are_still_checked_field_by_field(tmp_path, inputs):
+    # job types are checked once per distinct (model, batch size, scale factor): a later row that
+    # differs in any of them is checked afresh and named
+    table, cluster = inputs
+    rows = [f"j{i},ResNet-18,64,1,100" for i in range(5)] + ["j5,ResNet-18,64,16,100", "j6,ResNet-18,7,1,100"]
+    with pytest.raises(InputError, match=r"row 6: field 'scale_factor': scale factor 16 is larger"):
+        read_jobs(write_jobs(tmp_path, "\n".join(rows)), table=table, cluster=cluster)
+    with pytest.raises(InputError, match=r"row 6: field 'batch_size': unknown job type"):
+        read_jobs(write_jobs(tmp_path, "\n".join(rows[:5] + rows[6:])), table=table, cluster=cluster)
+    jobs = read_jobs(
+        write_jobs(tmp_path, "\n".join(rows[:5] + ["j5,ResNet-18,64.0,1,100"])), table=table, cluster=cluster
+    )
+    assert {j.job_type for j in jobs} == {jobs[0].job_type} and jobs[0].job_type.batch_size == 64
+
+
 def test_job_that_fits_nowhere(tmp_path, inputs):
     table, _ = inputs
     cluster = cluster_from_dict({"worker_types": {"t4": {"gpus": 2}}})

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +108,27 @@ class _Inputs:
     cluster: Cluster
     models: frozenset[str]  # the table's models
     biggest: int  # GPUs of the largest worker type
+    # (model, batch_size, scale_factor) as written -> the job type they were found valid as: a job
+    # list has thousands of rows of a few dozen types, and each check scans the table and cluster
+    valid_types: dict[tuple[Any, Any, Any], JobType] = field(default_factory=dict)
 
 
 def _job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> JobType:
     """The row's model, batch size and scale factor: in the table and runnable in the cluster."""
+    key = (raw.get("model"), raw.get("batch_size"), raw.get("scale_factor"))
+    try:
+        return inputs.valid_types[key]
+    except (KeyError, TypeError):  # new, or unhashable (a JSON list where a number belongs)
+        pass
+    job_type = _checked_job_type(raw, at, inputs)
+    try:
+        inputs.valid_types[key] = job_type
+    except TypeError:
+        pass
+    return job_type
+
+
+def _checked_job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> JobType:
     table, cluster = inputs.table, inputs.cluster
     model = required_text(raw.get("model"), at, "model")
     if model not in inputs.models:
