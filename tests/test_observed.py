@@ -302,11 +302,17 @@ def test_no_observed_records_but_decides_with_the_table():
     assert seen[-1][2].provenance == {"measured": 3, "observed": 0, "estimated": 1}
 
 
-def test_an_impossible_report_warns_and_is_not_recorded():
-    table = small_table()
+def first_round_with_lm_on_t4(table):
+    """The first next-round call of JOBS, and the LM job it runs on a t4."""
     first = next_round(table, CLUSTER, jobs=JOBS)
     rnd = first.schedule.rounds[0]
     jid = next(j for a in rnd["assignments"] if a["worker_type"] == "t4" for j in a["jobs"] if j.startswith("lm"))
+    return first, jid
+
+
+def test_an_impossible_report_warns_and_is_not_recorded():
+    table = small_table()
+    first, jid = first_round_with_lm_on_t4(table)
     # 100,000 steps in 360 s is ~278 steps/s; LM's fastest measured rate is 20
     step = next_round(table, CLUSTER, state=first.state, progress=Progress(jobs={jid: JobProgress(100000.0)}))
     assert any(w.startswith(f"{jid}: ") and "not a possible rate" in w for w in step.warnings)
@@ -383,9 +389,7 @@ def test_real_table_keeps_plan_next_quiet(tmp_path):
 
 def test_a_job_that_ran_on_another_worker_type_is_not_observed():
     table = small_table()
-    first = next_round(table, CLUSTER, jobs=JOBS)
-    rnd = first.schedule.rounds[0]
-    jid = next(j for a in rnd["assignments"] if a["worker_type"] == "t4" for j in a["jobs"] if j.startswith("lm"))
+    first, jid = first_round_with_lm_on_t4(table)
     # 540 steps in the 360 s round: 1.5 steps/s, if it ran on its planned t4
     on_t4 = next_round(table, CLUSTER, state=first.state, progress=Progress(jobs={jid: JobProgress(540.0)}))
     assert on_t4.state["observed"]["cells"] == [{"cell": list(LM_T4), "rates": [1.5]}]

@@ -88,18 +88,28 @@ def is_replaceable(row: Mapping[str, object]) -> bool:
     return is_estimate(row) or row["source"] == SOURCE
 
 
-def speed_ratios(table: ThroughputTable) -> dict[tuple[str, str], float]:
+TypeKey = tuple[str, int | None, int]  # (model, batch size, scale factor)
+
+
+def runnable_rows(table: ThroughputTable) -> dict[TypeKey, list[TableRow]]:
+    """The table's runnable rows by job type, in one pass (the ceilings below read them per cell)."""
+    out: dict[TypeKey, list[TableRow]] = {}
+    for r in table.rows:
+        if r["status"] in RUNNABLE_STATUSES:
+            out.setdefault((r["model"], r["batch_size"], r["scale_factor"]), []).append(r)
+    return out
+
+
+def speed_ratios(rows_by_type: Mapping[TypeKey, list[TableRow]]) -> dict[tuple[str, str], float]:
     """(a, b) -> the largest rate on b over rate on a of any job type measured solo on both:
     how much faster b can be than a, as far as the table knows."""
-    by_type: dict[tuple[str, int | None, int], dict[str, float]] = {}
-    for r in table.rows:
-        if r["partner_model"] is None and r["status"] in RUNNABLE_STATUSES and not is_estimate(r):
-            if r["throughput"] > 0:
-                by_type.setdefault((r["model"], r["batch_size"], r["scale_factor"]), {})[r["worker_type"]] = r[
-                    "throughput"
-                ]
     ratios: dict[tuple[str, str], float] = {}
-    for rates in by_type.values():
+    for rows in rows_by_type.values():
+        rates = {
+            r["worker_type"]: r["throughput"]
+            for r in rows
+            if r["partner_model"] is None and not is_estimate(r) and r["throughput"] > 0
+        }
         for a, rate_a in rates.items():
             for b, rate_b in rates.items():
                 ratios[(a, b)] = max(ratios.get((a, b), 0.0), rate_b / rate_a)
@@ -107,21 +117,21 @@ def speed_ratios(table: ThroughputTable) -> dict[tuple[str, str], float]:
 
 
 def rate_ceiling(
-    table: ThroughputTable, cell: CellKey, ratios: Mapping[tuple[str, str], float] | None = None
+    table: ThroughputTable,
+    cell: CellKey,
+    ratios: Mapping[tuple[str, str], float] | None = None,
+    rows_by_type: Mapping[TypeKey, list[TableRow]] | None = None,
 ) -> float | None:
     """IMPOSSIBLE_FACTOR x the fastest rate the table allows the cell's job type on the cell's
     worker type: its fastest runnable row (measured rows when there are any, else every row),
     or a row on a slower worker type scaled by the largest speed ratio of the two types the
     table has measured (a job measured only on a K80 may run 10x faster on a V100). None
-    when the table has no runnable row of the job type."""
+    when the table has no runnable row of the job type. `ratios` and `rows_by_type` are what
+    `speed_ratios` and `runnable_rows` give for `table` (computed here when not given)."""
     worker_type, model, batch_size, scale_factor = cell[:4]
-    ratios = speed_ratios(table) if ratios is None else ratios
-    rows = [
-        r
-        for r in table.rows
-        if (r["model"], r["batch_size"], r["scale_factor"]) == (model, batch_size, scale_factor)
-        and r["status"] in RUNNABLE_STATUSES
-    ]
+    rows_by_type = runnable_rows(table) if rows_by_type is None else rows_by_type
+    ratios = speed_ratios(rows_by_type) if ratios is None else ratios
+    rows = rows_by_type.get((model, batch_size, scale_factor), [])
     measured = [r for r in rows if not is_estimate(r)]
     rates = [r["throughput"] * max(1.0, ratios.get((r["worker_type"], worker_type), 1.0)) for r in (measured or rows)]
     return IMPOSSIBLE_FACTOR * max(rates) if rates else None
@@ -138,8 +148,9 @@ def observe(
     skipped = set(skip)
     found: list[Observation] = []
     warnings: list[str] = []
-    ceilings: dict[CellKey, float | None] = {}  # per cell (a table scan each)
-    ratios = speed_ratios(table)
+    ceilings: dict[CellKey, float | None] = {}  # per cell, from one pass over the table
+    rows_by_type = runnable_rows(table)
+    ratios = speed_ratios(rows_by_type)
     for entry in window:
         report = reports.get(entry.job_id)
         if report is None or entry.job_id in skipped or report.steps_done is None:
@@ -155,7 +166,7 @@ def observe(
             continue
         rate = steps / seconds
         if entry.cell not in ceilings:
-            ceilings[entry.cell] = rate_ceiling(table, entry.cell, ratios)
+            ceilings[entry.cell] = rate_ceiling(table, entry.cell, ratios, rows_by_type)
         ceiling = ceilings[entry.cell]
         if not math.isfinite(rate) or rate < 0 or (ceiling is not None and rate > ceiling):
             limit = "" if ceiling is None else f"; at most {ceiling:.4g} ({IMPOSSIBLE_FACTOR:g}x the table's fastest)"

@@ -37,33 +37,22 @@ def _logs(folder: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(folder.glob("logs/*")))
 
 
+def write_profile_jobs(tmp_path, cluster: str, device_types: str, *options: str):
+    """`rota profile-jobs slurm` for this cluster spec into tmp_path/prof; returns that folder."""
+    (tmp_path / "cluster.yaml").write_text(cluster)
+    out = tmp_path / "prof"
+    args = ["profile-jobs", "slurm", "--cluster", str(tmp_path / "cluster.yaml"), "--out-dir", str(out)]
+    args += ["--device-types", device_types, "--rota", f"{sys.executable} -m planner.cli", *options]
+    result = CliRunner().invoke(app, [*args, "--", *PROFILE_OPTIONS])
+    assert result.exit_code == 0, result.output
+    return out
+
+
 def test_each_worker_type_is_profiled_on_its_node_and_the_shards_are_merged(slurm, tmp_path):
     a100, v100 = (slurm.cluster.worker_types[w].nodes[0] for w in ("a100", "v100"))
     # 'cpu' keeps the device's own name; 'v100' is this host's CPU recorded as the cluster's v100
-    (tmp_path / "cluster.yaml").write_text(
-        f"worker_types:\n  cpu: {{gpus: 1, nodes: [{a100}]}}\n  v100: {{gpus: 1, nodes: [{v100}]}}\n"
-    )
-    out = tmp_path / "prof"
-    result = CliRunner().invoke(
-        app,
-        [
-            "profile-jobs",
-            "slurm",
-            "--cluster",
-            str(tmp_path / "cluster.yaml"),
-            "--out-dir",
-            str(out),
-            "--device-types",
-            "v100=cpu",
-            "--rota",
-            f"{sys.executable} -m planner.cli",
-            "--partition",
-            "main",
-            "--",
-            *PROFILE_OPTIONS,
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    cluster = f"worker_types:\n  cpu: {{gpus: 1, nodes: [{a100}]}}\n  v100: {{gpus: 1, nodes: [{v100}]}}\n"
+    out = write_profile_jobs(tmp_path, cluster, "v100=cpu", "--partition", "main")
 
     env = {**slurm.env(), "PYTHONPATH": str(ROOT)}  # sbatch hands the jobs this environment
     done = subprocess.run(
@@ -95,26 +84,8 @@ def test_each_worker_type_is_profiled_on_its_node_and_the_shards_are_merged(slur
 
 def test_a_failed_profiling_job_cancels_the_merge(slurm, tmp_path):
     node = slurm.cluster.worker_types["t4"].nodes[0]
-    (tmp_path / "cluster.yaml").write_text(f"worker_types:\n  t4: {{gpus: 1, nodes: [{node}]}}\n")
-    out = tmp_path / "prof"
-    result = CliRunner().invoke(
-        app,
-        [
-            "profile-jobs",
-            "slurm",
-            "--cluster",
-            str(tmp_path / "cluster.yaml"),
-            "--out-dir",
-            str(out),
-            "--device-types",
-            "t4=no-such-gpu",  # the job fails at once: no such device on the node
-            "--rota",
-            f"{sys.executable} -m planner.cli",
-            "--",
-            *PROFILE_OPTIONS,
-        ],
-    )
-    assert result.exit_code == 0, result.output
+    # t4=no-such-gpu: the job fails at once, no such device on the node
+    out = write_profile_jobs(tmp_path, f"worker_types:\n  t4: {{gpus: 1, nodes: [{node}]}}\n", "t4=no-such-gpu")
     env = {**slurm.env(), "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         ["sh", str(out / "submit.sh"), "--wait"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
