@@ -68,3 +68,16 @@ def build_crash(ctx: BuildContext) -> Built:
         spin(0.002)
 
     return Built(None, None, lambda: None, train_step, ctx.batch_size or 1)
+
+
+def build_device_alloc(ctx: BuildContext) -> Built:
+    """Allocates `gib` GiB on the device at each step: a real out-of-memory where that is too much."""
+    import torch
+
+    size = int(float(ctx.options.get("gib", 1.0)) * 2**30)
+
+    def train_step(model, batch):
+        block = torch.empty(size, dtype=torch.uint8, device=ctx.device)
+        del block
+
+    return Built(None, None, lambda: None, train_step, ctx.batch_size or 1)

@@ -131,8 +131,10 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     if job.import_from and job.import_from not in sys.path:
         sys.path.append(job.import_from)
     builder = load_builder(job.builder)  # imports torch for real workloads, not for fakes
-    torch: Any = sys.modules.get("torch")  # None for torch-free workloads (the tests' fakes)
     cuda = job.device.startswith("cuda")
+    # None for torch-free workloads (the tests' fakes) on the CPU; a GPU always needs it, also
+    # for a workload whose module imports torch only inside its builder.
+    torch: Any = importlib.import_module("torch") if cuda else sys.modules.get("torch")
     if torch is not None:
         if job.cpu_set:
             torch.set_num_threads(len(job.cpu_set))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +231,15 @@ def test_row_type_has_the_schema_columns(tmp_path):
     assert STATUSES == ("ok", "oom", "failed", "estimated") and set(RUNNABLE_STATUSES) <= set(STATUSES)
     rows = read_table(write_csv(tmp_path, GOOD)).rows
     assert all(set(r) == set(COLUMNS) for r in rows)
+
+
+def test_every_shipped_measured_table_validates_and_keeps_its_provenance():
+    """data/measured/ holds tables measured on real hardware; each row names the device and torch."""
+    tables = sorted((Path(__file__).resolve().parents[1] / "data" / "measured").glob("*.csv"))
+    assert tables, "data/measured/ has no table"
+    for path in tables:
+        table = read_table(path)  # full validation: pairs have their solo rows and mirror rows
+        for row in table.rows:
+            assert row["source"] == "measured" and row["status"] == "ok", (path.name, row)
+            assert row["device_name"] and row["torch_version"] and row["measured_at"], (path.name, row)
+            assert row["worker_type"] == path.stem  # the file is named after its worker type

@@ -11,15 +11,17 @@ from typing import Any
 
 from typer.core import TyperOption
 
-_original_display_type_rich = TyperOption.display_type_rich
+# Older typers render types elsewhere and print no `<bool>`: then there is nothing to change.
+_original_display_type_rich = getattr(TyperOption, "display_type_rich", None)
 
 
 def _display_type_rich(self: TyperOption, ctx: Any) -> str | None:
     if getattr(self, "is_flag", False):
         return None
-    return _original_display_type_rich(self, ctx)
+    return _original_display_type_rich(self, ctx)  # type: ignore[misc]
 
 
 def hide_flag_types() -> None:
     """Install the rendering change (idempotent)."""
-    TyperOption.display_type_rich = _display_type_rich  # type: ignore[method-assign]  # typer has no hook for this
+    if _original_display_type_rich is not None:
+        TyperOption.display_type_rich = _display_type_rich  # type: ignore[method-assign]  # typer has no hook for this
