@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.fields import is_number
 from planner.formats.files import read_json
+from planner.formats.json_text import dumps_readable
 
 SCHEDULE_FORMAT = "rota.schedule/v1"
 CSV_COLUMNS = ["round", "start_s", "end_s", "job_id", "worker_type", "node", "gpu", "planned_steps", "co_located_with"]
@@ -363,6 +363,6 @@ def write_schedule(
 ) -> None:
     """Write the JSON document (and its CSV view) atomically; a plain dict is written as it is."""
     data = _as_json(schedule)
-    write_text_atomic(path, json.dumps(data, indent=1) + "\n")
+    write_text_atomic(path, dumps_readable(data) + "\n")
     if csv_path is not None:
         write_text_atomic(csv_path, schedule_csv(data))

@@ -24,6 +24,7 @@ from planner.formats.atomic import write_together
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
 from planner.formats.files import input_records, read_text
 from planner.formats.jobs import Job, read_jobs
+from planner.formats.json_text import dumps_readable
 from planner.formats.schedule import AllocationRecord, Round, Schedule, read_schedule, schedule_csv
 from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
 from planner.modes.metrics import restart_metrics
@@ -302,7 +303,7 @@ def schedule_files(
         csv = schedule_csv(data)
         data[CSV_DIGEST_KEY] = text_digest(csv)
         files.append((Path(csv_path), csv))
-    text = json.dumps(data, separators=(",", ":")) if compact else json.dumps(data, indent=1)
+    text = json.dumps(data, separators=(",", ":")) if compact else dumps_readable(data)
     files.append((Path(path), text + "\n"))
     return files
 
