@@ -44,7 +44,9 @@ def _write(value: Any, depth: int, width: int) -> str:
 
 def _wrapped(scalars: list, pad: str, width: int) -> list[str]:
     """A long list of numbers or strings (job ids): as many per line as fit."""
-    lines, line, used = [], [], len(pad)
+    lines: list[str] = []
+    line: list[str] = []
+    used = len(pad)
     for text in map(_encode, scalars):
         if line and used + len(text) + 2 > width:
             lines.append(pad + ", ".join(line))
