@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from planner.errors import InputError
 from planner.formats.fields import (
@@ -106,3 +108,32 @@ def test_blank_flags_text_and_choices():
     assert message(parse_choice, "great", AT, "x", ("ok", "oom"), what="status") == (
         "unknown status 'great' (expected one of ok, oom)"
     )
+
+
+@given(
+    st.one_of(
+        st.text(alphabet=" \t0123456789.-+eEinfaINFA_x", max_size=12),
+        st.floats().map(repr),
+        st.integers().map(str),
+    ),
+    st.sampled_from([None, 0, 1]),
+    st.booleans(),
+)
+def test_optional_float_takes_its_quick_path_to_the_same_answer(text, minimum, positive):
+    """Text cells take a quick path; it must agree with the full one, errors included."""
+    where = Where("jobs.csv", 3)
+
+    def full():
+        if is_blank(text):
+            return None
+        return parse_float(text, where, "arrival_s", minimum=minimum, positive=positive, wording=JOB_LIST)
+
+    try:
+        expected = ("value", full())
+    except InputError as exc:
+        expected = ("error", str(exc))
+    try:
+        got = ("value", optional_float(text, where, "arrival_s", minimum=minimum, positive=positive, wording=JOB_LIST))
+    except InputError as exc:
+        got = ("error", str(exc))
+    assert got == expected

@@ -383,12 +383,17 @@ class Engine:
         return self.t
 
     def _admit(self) -> None:
-        t = self._clock()
-        while self.pending and self.pending[0].arrival_s <= t:
-            job = self.pending.pop(0)
+        t, pending = self._clock(), self.pending
+        n = 0
+        while n < len(pending) and pending[n].arrival_s <= t:
+            n += 1
+        if not n:
+            return
+        self.pending = pending[n:]  # one cut: popping the head job by job is quadratic
+        for job in pending[:n]:
             self.active[job.job_id] = job
             self.mech.add((job.job_id,))
-            self.need_update = True
+        self.need_update = True
 
     def _resolve(self) -> None:
         mech, t = self.mech, self._clock()
