@@ -135,9 +135,15 @@ def estimate_finishes(engine: Engine) -> dict[str, float]:
         return {}
     rate = dict.fromkeys(engine.active, 0.0)
     x = solve.allocation.x
-    for i, jid in enumerate(solve.job_ids):
-        if jid in rate:
-            rate[jid] += sum(float(x[i, j]) * engine.rate((jid,), j)[0] for j in range(x.shape[1]) if x[i, j] > 0)
+    rows = [i for i, jid in enumerate(solve.job_ids) if jid in rate]
+    if rows:
+        ids = [solve.job_ids[i] for i in rows]
+        shares = np.asarray(x, dtype=float)[rows]
+        terms = np.where(shares > 0, shares * engine.solo_rates(ids), 0.0)
+        total = np.zeros(len(rows))
+        for j in range(terms.shape[1]):  # type by type, the order a per-job sum adds them in
+            total += terms[:, j]
+        rate.update(zip(ids, total.tolist()))
     pair_x = solve.allocation.pair_x or {}
     if pair_x:
         # Packing lists every candidate pair (~n²/30 of them); only a few get time: visit those.
@@ -192,7 +198,7 @@ def build_schedule(
         allocation = {
             "worker_types": result.worker_types,
             "jobs": first.job_ids,
-            "x": [[round(float(v), 12) for v in row] for row in first.allocation.x],
+            "x": _rounded_rows(first.allocation.x),
         }
     kept = result.rounds if rounds is None else result.rounds[:rounds]
     return Schedule(
@@ -259,8 +265,19 @@ def _round_record(r: RoundRecord) -> Round:
     }
 
 
+def _rounded_rows(x: Any) -> list[list[float]]:
+    """The allocation rows rounded to 12 decimals, as `round(v, 12)` per value. Jobs of one class
+    share their values, so each distinct value (bit pattern: -0.0 stays -0.0) is rounded once."""
+    values = np.ascontiguousarray(x, dtype=float)
+    bits, where = np.unique(values.view(np.int64), return_inverse=True)
+    rounded = np.array([round(v, 12) for v in bits.view(float).tolist()], dtype=float)
+    return rounded[where.reshape(values.shape)].tolist()
+
+
 def _nodes(gpus: Any) -> str:
     """The node of a gang, or several joined by '+' when it straddles nodes."""
+    if len(gpus) == 1:
+        return gpus[0][0]
     seen: list[str] = []
     for node, _ in gpus:
         if node not in seen:

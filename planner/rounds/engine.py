@@ -13,7 +13,7 @@ import dataclasses
 import math
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -325,6 +325,16 @@ class Engine:
         if rates is None:
             rates = self._rates[key] = self._type_rates(self._job_types(key))
         return rates[j]
+
+    def solo_rates(self, job_ids: Sequence[str]) -> np.ndarray:
+        """(jobs, types) steps/s of each active job alone, as `rate((jid,), j)` gives them one by one."""
+        numbers = self._type_number
+        types = np.fromiter(
+            (numbers[jid] if jid in numbers else self._number_type(jid) for jid in job_ids), dtype=np.int64
+        )
+        distinct, rows = np.unique(types, return_inverse=True)
+        by_type = np.array([[r[0] for r in self._type_rates((int(n),))] for n in distinct], dtype=float)
+        return by_type.reshape(len(distinct), len(self.types))[rows.reshape(-1)]
 
     def runnable(self, key: Key) -> np.ndarray:
         ok = self._runnable.get(key)
