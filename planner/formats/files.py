@@ -60,10 +60,13 @@ def read_csv_records(path: str | os.PathLike) -> tuple[list[str], list[dict[str,
         raise InputError("cannot parse: empty file (no header row)", path=path)
     columns = [name.strip() for name in rows[0]]
     records = []
+    width = len(columns)
     for index, row in enumerate(rows[1:], start=1):
-        if len(row) > len(columns):
-            raise InputError(f"has {len(row)} cells, the header has {len(columns)}", path=path, row=index)
-        records.append(dict(zip(columns, row + [""] * (len(columns) - len(row)))))
+        if len(row) != width:
+            if len(row) > width:
+                raise InputError(f"has {len(row)} cells, the header has {width}", path=path, row=index)
+            row = row + [""] * (width - len(row))
+        records.append(dict(zip(columns, row)))
     return columns, records
 
 

@@ -75,9 +75,10 @@ class Job:
 
 def _number(raw: Mapping[str, Any], field: str, at: Where, *, positive: bool = False) -> float | None:
     """A non-negative (or positive) number, None when blank."""
-    return optional_float(
-        raw.get(field), at, field, minimum=None if positive else 0, positive=positive, wording=JOB_LIST
-    )
+    value = raw.get(field)
+    if value is None or value.__class__ is str and not value:
+        return None  # the usual absent or empty cell, without the general parser's checks
+    return optional_float(value, at, field, minimum=None if positive else 0, positive=positive, wording=JOB_LIST)
 
 
 def _count(raw: Mapping[str, Any], field: str, at: Where) -> int | None:
