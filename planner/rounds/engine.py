@@ -209,6 +209,8 @@ class Engine:
         self.migration_aware = migration_aware
         self.restart_tally = RestartTally(lost_gpu_s=dict.fromkeys(self.types, 0.0)) if restart is not None else None
         self._restart_cost: dict[tuple[str, str], float] = {}  # (job id, worker type) -> seconds
+        self._entries_version = -1  # the mechanism's entries the caches below were filled for
+        self._ok = np.zeros((0, len(self.types)), dtype=bool)  # runnable, stacked in entry order
         self.submit(list(jobs))
 
     # snapshot --------------------------------------------------------------
@@ -400,9 +402,9 @@ class Engine:
         alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
         for pair, row in (allocation.pair_x or {}).items():
             alloc[pair] = row
-            if pair not in mech.job_time:
+            if pair not in mech.rows:
                 mech.add_pair(pair)
-        for key in [k for k in mech.job_time if len(k) > 1 and k not in alloc]:
+        for key in [k for k in mech.keys if len(k) > 1 and k not in alloc]:
             mech.remove(key)  # pairs the policy dropped
         mech.set_allocation(alloc)
         self.last_solve = Solve(t, problem.job_ids, allocation)
@@ -440,12 +442,16 @@ class Engine:
             held = self._held() if self.restart is not None else None  # before a re-solve drops pairs
             if self.need_update and interval_ok:
                 self._resolve()
-            # Per-entry caches, filled for new entries only (a set difference, not a loop over all).
+            # Per-entry caches, filled for new entries only, when the entries changed.
             runnable, scale = self._runnable, self._scale
-            for key in mech.job_time.keys() - runnable.keys():
-                self.runnable(key)
-            for key in mech.job_time.keys() - scale.keys():
-                scale[key] = self.active[key[0]].scale_factor
+            if self._entries_version != mech.version:
+                for key in mech.rows.keys() - runnable.keys():
+                    self.runnable(key)
+                for key in mech.rows.keys() - scale.keys():
+                    scale[key] = self.active[key[0]].scale_factor
+                n = len(mech.keys)
+                self._ok = np.array([runnable[k] for k in mech.keys], dtype=bool).reshape(n, len(self.types))
+                self._entries_version = mech.version
             if self.migration_aware:
                 costs = self._entry_costs()
                 chosen = mech.select_migration_aware(
@@ -454,7 +460,7 @@ class Engine:
                 protected = [key for key, p in mech.previous.items() if key in costs and self._costs_on(key, p)]
                 placements = mech.place(chosen, scale, allocated_only=compat, protected=protected)
             else:
-                chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
+                chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo, ok=self._ok)
                 placements = mech.place(chosen, scale, allocated_only=compat)
             if placements:
                 return self._execute(placements, held)
@@ -561,7 +567,7 @@ class Engine:
     def _complete(self, jid: str) -> None:
         del self.active[jid]
         self._type_number.pop(jid, None)
-        for key in [k for k in self.mech.job_time if jid in k]:
+        for key in [k for k in self.mech.keys if jid in k]:
             self.mech.remove(key)
             self._rates.pop(key, None)
             self._runnable.pop(key, None)
