@@ -108,16 +108,18 @@ class Rows:
 
     def led_by(self, var: np.ndarray | int, coef: np.ndarray | float) -> Rows:
         """Each row with a first term coef[r]·var[r] put in front of its own."""
-        start = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
-        var = np.broadcast_to(np.asarray(var, dtype=np.int64), (self.n,))
-        coef = np.broadcast_to(np.asarray(coef, dtype=float), (self.n,))
-        return Rows(
-            np.insert(self.index, start, var),
-            np.insert(self.value, start, coef),
-            self.lengths + 1,
-            self.lower,
-            self.upper,
-        )
+        lengths = self.lengths + 1
+        # Where each row's new first term lands: rows start at the running total of the new lengths
+        # (what np.insert at each old row start gives, without its sorting and masking).
+        lead = np.zeros(self.n, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=lead[1:])
+        rest = np.ones(len(self.index) + self.n, dtype=bool)
+        rest[lead] = False
+        index = np.empty(len(rest), dtype=self.index.dtype)
+        value = np.empty(len(rest), dtype=self.value.dtype)
+        index[lead], index[rest] = var, self.index
+        value[lead], value[rest] = coef, self.value
+        return Rows(index, value, lengths, self.lower, self.upper)
 
     def select(self, keep: np.ndarray) -> Rows:
         """The rows where `keep` (a boolean per row) is set, in order."""
@@ -201,7 +203,9 @@ class LPBuilder:
         then the variables never used, by id."""
         ids, first = np.unique(used, return_index=True)
         appearing = ids[np.argsort(first, kind="stable")]
-        unused = np.setdiff1d(np.arange(self.n_vars), ids, assume_unique=True)
+        is_used = np.zeros(self.n_vars, dtype=bool)
+        is_used[ids] = True
+        unused = np.flatnonzero(~is_used)  # ascending, as setdiff1d gave them
         column = np.empty(self.n_vars, dtype=np.int64)
         column[np.concatenate((appearing, unused)).astype(np.int64)] = np.arange(self.n_vars)
         return column
