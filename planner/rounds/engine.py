@@ -520,19 +520,29 @@ class Engine:
         planned: dict[str, float] = {}
         finish: dict[str, float] = {}
         ends: list[float] = []  # per placement: when its slowest member finishes
-        floor, ceil, rates = math.floor, math.ceil, self._rates
+        floor, ceil, rates, inf = math.floor, math.ceil, self._rates, math.inf
         for p in placements:
             key, j = p.jobs, type_index[p.worker_type]
             cached = rates.get(key)
-            slowest = -math.inf
-            for jid, r in zip(key, cached[j] if cached is not None else self.rate(key, j)):
+            per_job = cached[j] if cached is not None else self.rate(key, j)
+            if held is None and len(key) == 1:  # a job alone, no restart costs: the common case, inlined
+                jid, r = key[0], per_job[0]
+                out = outcomes[jid]
+                left = out.job.total_steps - out.steps_done
+                n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
+                planned[jid] = n
+                finish[jid] = done = t + 0.0 + n / r
+                ends.append(done if done > -inf else -inf)
+                continue
+            slowest = -inf
+            for jid, r in zip(key, per_job):
                 out = outcomes[jid]
                 left = out.job.total_steps - out.steps_done
                 lost = self._restart_s(jid, p, held) if held is not None else 0.0
                 if lost > 0:
                     # Restarting takes `lost` seconds of the round: fewer steps, but still at least
                     # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
-                    n: float = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
+                    n = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
                 else:
                     # At least one step, so a job slower than one step per round still progresses.
                     n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
@@ -550,11 +560,12 @@ class Engine:
             self.rounds.append(record)
         origin = self._round_origin if compat else t
         self._round_origin = end
-        record_time, busy = self.mech.record, self.busy
-        for p, placement_end in zip(placements, ends):
-            elapsed = placement_end - origin
-            record_time(p.jobs, type_index[p.worker_type], elapsed)
-            busy[p.worker_type] += elapsed * len(p.gpus)
+        elapsed = [placement_end - origin for placement_end in ends]
+        # Every entry placed gets its time before any finished job leaves (no entry is placed twice).
+        self.mech.record_round([(p.jobs, type_index[p.worker_type]) for p in placements], elapsed)
+        busy = self.busy
+        for p, spent in zip(placements, elapsed):
+            busy[p.worker_type] += spent * len(p.gpus)
             for jid in p.jobs:
                 out = outcomes[jid]
                 out.steps_done += planned[jid]

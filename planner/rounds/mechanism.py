@@ -225,6 +225,17 @@ class RoundMechanism:
         self._spent[self.rows[key], j] += elapsed
         self.worker_time[j] += elapsed
 
+    def record_round(self, placed: Sequence[tuple[Key, int]], elapsed: Sequence[float]) -> None:
+        """`record` for every (entry, type) of one round, in order; an entry appears at most once."""
+        if not placed:
+            return
+        rows = self.rows
+        self._spent[[rows[key] for key, _ in placed], [j for _, j in placed]] += elapsed
+        worker_time = self.worker_time.tolist()
+        for (_, j), spent in zip(placed, elapsed):  # one addition at a time, as `record` does
+            worker_time[j] += spent
+        self.worker_time[:] = worker_time
+
     # selection -----------------------------------------------------------
     def _matrices(self, runnable: Mapping[Key, np.ndarray], ok: np.ndarray | None = None):
         """(priority, deficit, allocation, runnable) as (entries, types) arrays, rows in entry order.
@@ -349,31 +360,53 @@ class RoundMechanism:
             by_type.setdefault(j, []).append(key)
         for j, name in enumerate(self.types):
             here = by_type.get(j)
-            if not here:
-                continue
-            spec = self.cluster.worker_types[name]
-            free = FreeGpus(spec.nodes, spec.gpus_per_node)
-            if protected:
-                here = self._keep_protected(here, name, free, protected, placements)
-            here.sort(key=lambda k: -scale[k])  # stable: big gangs first, then priority order
-            for size in sorted({scale[k] for k in here}, reverse=True):
-                group = [k for k in here if scale[k] == size]
-                fresh = []
-                for key in group:
-                    before = self.previous.get(key)
-                    if before and before.worker_type == name and free.all_free(before.gpus):
-                        free.claim(before.gpus)
-                        placements.append(before)
-                    else:
-                        fresh.append(key)
-                for key in fresh:
-                    if allocated_only and key not in self.alloc:
-                        continue
-                    gpus = free.gang(size)
-                    free.claim(gpus)
-                    placements.append(Placement(key, name, gpus))
+            if here:
+                self._place_on(name, here, scale, allocated_only, protected, placements)
         self.previous = {p.jobs: p for p in placements}
         return placements
+
+    def _place_on(
+        self,
+        name: str,
+        here: list[Key],
+        scale: Mapping[Key, int],
+        allocated_only: bool,
+        protected: Collection[Key],
+        placements: list[Placement],
+    ) -> None:
+        """Place the entries chosen on worker type `name` (in priority order), appending to `placements`."""
+        previous, alloc = self.previous, self.alloc
+        spec = self.cluster.worker_types[name]
+        free = FreeGpus(spec.nodes, spec.gpus_per_node)
+        lists = free.free
+        if protected:
+            here = self._keep_protected(here, name, free, protected, placements)
+        sizes = {scale[k] for k in here}
+        for size in sorted(sizes, reverse=True):  # big gangs first, each in priority order
+            group = here if len(sizes) == 1 else [k for k in here if scale[k] == size]
+            fresh = []
+            for key in group:
+                before = previous.get(key)
+                if before is not None and before.worker_type == name:
+                    gpus = before.gpus
+                    if len(gpus) == 1:  # one GPU: FreeGpus.all_free and claim, inlined
+                        node, g = gpus[0]
+                        on_node = lists.get(node)
+                        if on_node is not None and g in on_node:
+                            on_node.remove(g)
+                            placements.append(before)
+                            continue
+                    elif free.all_free(gpus):
+                        free.claim(gpus)
+                        placements.append(before)
+                        continue
+                fresh.append(key)
+            for key in fresh:
+                if allocated_only and key not in alloc:
+                    continue
+                gpus = free.gang(size)
+                free.claim(gpus)
+                placements.append(Placement(key, name, gpus))
 
     def _keep_protected(
         self, here: list[Key], name: str, free: FreeGpus, protected: Collection[Key], placements: list[Placement]
