@@ -578,7 +578,7 @@ class Engine:
     def _complete(self, jid: str) -> None:
         del self.active[jid]
         self._type_number.pop(jid, None)
-        for key in [k for k in self.mech.keys if jid in k]:
+        for key in self.mech.entries_of(jid):
             self.mech.remove(key)
             self._rates.pop(key, None)
             self._runnable.pop(key, None)

@@ -94,6 +94,7 @@ class RoundMechanism:
         # Kept as (entries, types) arrays so a round reads them without stacking per-entry rows.
         self.rows: dict[Key, int] = {}  # entry -> its row
         self.keys: list[Key] = []  # the entries, row by row
+        self._pairs = 0  # how many entries are co-located pairs
         self._spent = np.zeros((0, self.m))  # per entry, per type: time received since the last reset
         self._deficit = np.zeros((0, self.m))
         self._alloc_rows: np.ndarray | None = None  # `alloc` as rows (None: to be rebuilt)
@@ -147,6 +148,7 @@ class RoundMechanism:
     def _set_rows(self, keys: list[Key], spent: np.ndarray, deficit: np.ndarray) -> None:
         self.keys = keys
         self.rows = {k: i for i, k in enumerate(keys)}
+        self._pairs = sum(len(k) > 1 for k in keys)
         self._spent, self._deficit = spent, deficit
         self._alloc_rows = None
         self.version += 1
@@ -168,6 +170,8 @@ class RoundMechanism:
             return
         self.rows[key] = len(self.keys)
         self.keys.append(key)
+        if len(key) > 1:
+            self._pairs += 1
         self._spent = np.vstack((self._spent, spent))
         self._deficit = np.vstack((self._deficit, np.zeros(self.m)))
         if self._alloc_rows is not None:
@@ -180,10 +184,23 @@ class RoundMechanism:
         row = self.rows.get(key)
         if row is None:
             return
-        keys = self.keys[:row] + self.keys[row + 1 :]
-        alloc = None if self._alloc_rows is None else np.delete(self._alloc_rows, row, axis=0)
-        self._set_rows(keys, np.delete(self._spent, row, axis=0), np.delete(self._deficit, row, axis=0))
-        self._alloc_rows = alloc
+        keys, rows = self.keys, self.rows
+        del keys[row], rows[key]
+        for i in range(row, len(keys)):  # the entries after it move up one row
+            rows[keys[i]] = i
+        self._spent = np.delete(self._spent, row, axis=0)
+        self._deficit = np.delete(self._deficit, row, axis=0)
+        if self._alloc_rows is not None:
+            self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
+        self.version += 1
+        if len(key) > 1:
+            self._pairs -= 1
+
+    def entries_of(self, job_id: str) -> list[Key]:
+        """The entries `job_id` belongs to (alone, and in pairs), in entry order."""
+        if not self._pairs:
+            return [(job_id,)] if (job_id,) in self.rows else []
+        return [k for k in self.keys if job_id in k]
 
     def _alloc_matrix(self) -> np.ndarray:
         """`alloc` as (entries, types) rows in entry order; zeros for an entry without one."""
@@ -227,10 +244,15 @@ class RoundMechanism:
 
     def record_round(self, placed: Sequence[tuple[Key, int]], elapsed: Sequence[float]) -> None:
         """`record` for every (entry, type) of one round, in order; an entry appears at most once."""
-        if not placed:
+        if len(placed) < 16:  # a few entries: plain updates cost less than building index arrays
+            for (key, j), spent in zip(placed, elapsed):
+                self.record(key, j, spent)
             return
-        rows = self.rows
-        self._spent[[rows[key] for key, _ in placed], [j for _, j in placed]] += elapsed
+        rows, m = self.rows, self.m
+        cells = np.fromiter((rows[key] * m + j for key, j in placed), dtype=np.intp, count=len(placed))
+        flat = self._spent.view()
+        flat.shape = (-1,)  # a view of the books (they are contiguous; numpy refuses otherwise)
+        flat[cells] += elapsed
         worker_time = self.worker_time.tolist()
         for (_, j), spent in zip(placed, elapsed):  # one addition at a time, as `record` does
             worker_time[j] += spent
