@@ -303,27 +303,35 @@ class RoundMechanism:
                 picked[row[key]] = True
                 free[j] -= scale[key]
                 taken.update(key)
+        # Negated once for every type: sorted ascending, they rank descending.
+        neg_prio, neg_deficit, neg_alloc = -prio, -deficit, -alloc
+        pairs = self._pairs > 0  # without pairs an entry is one job: `picked` alone keeps jobs apart
         for j in order:
             # Descending by (priority, deficit, allocation); the stable sort keeps insertion
             # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
-            ranked = np.lexsort((-alloc[:, j], -deficit[:, j], -prio[:, j]))
+            ranked = np.lexsort((neg_alloc[:, j], neg_deficit[:, j], neg_prio[:, j]))
             # Drop up front the entries the greedy pass would skip whatever it chose so far
             # (cannot run here, already picked, FIFO's unallocated); same choices, fewer visits.
             visit = ok[:, j] & ~picked
             if fifo:
                 visit &= prio[:, j] > 0
+            left, newly = free[j], []
             for i in ranked[visit[ranked]].tolist():
-                if free[j] == 0:
+                if left == 0:
                     break  # every later entry of this type would be skipped too
                 key = keys[i]
-                if not taken.isdisjoint(key):
+                if pairs and not taken.isdisjoint(key):
                     continue  # a pair sharing a job with a chosen entry
-                if scale[key] > free[j]:
+                size = scale[key]
+                if size > left:
                     continue  # smaller entries behind it may still backfill
                 chosen.append((key, j))
-                picked[i] = True
-                free[j] -= scale[key]
-                taken.update(key)
+                newly.append(i)
+                left -= size
+                if pairs:
+                    taken.update(key)
+            free[j] = left
+            picked[newly] = True
         return chosen
 
     def lag(self, now: float) -> dict[Key, np.ndarray]:
