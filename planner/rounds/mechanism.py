@@ -434,8 +434,9 @@ class RoundMechanism:
             for key in fresh:
                 if allocated_only and key not in alloc:
                     continue
-                gpus = free.gang(size)
-                free.claim(gpus)
+                gpus = free.take_one() if size == 1 else free.gang(size)
+                if size != 1:
+                    free.claim(gpus)
                 placements.append(Placement(key, name, gpus))
 
     def _keep_protected(
@@ -495,6 +496,17 @@ class FreeGpus:
     def claim(self, gpus: Sequence[Gpu]) -> None:
         for node, g in gpus:
             self.free[node].remove(g)
+
+    def take_one(self) -> tuple[Gpu]:
+        """`gang(1)`, claimed: the first free GPU of the fullest node with one free."""
+        free, best, most = self.free, None, 0
+        for node in self.nodes:
+            n = len(free[node])
+            if n >= 1 and (best is None or n < most):
+                best, most = node, n
+        if best is None:
+            return self.gang(1)  # type: ignore[return-value]  # raises: no GPU is free
+        return ((best, free[best].pop(0)),)
 
     def gang(self, size: int) -> tuple[Gpu, ...]:
         """`size` free GPUs: on one node if possible (the fullest that fits), else fewest nodes."""
