@@ -520,9 +520,16 @@ class Engine:
         planned: dict[str, float] = {}
         finish: dict[str, float] = {}
         ends: list[float] = []  # per placement: when its slowest member finishes
+        elapsed: list[float] = []  # per placement: the time it is charged (from `origin`)
+        finished: list[str] = []  # jobs done this round, in placement order
+        origin = self._round_origin if compat else t
+        busy = self.busy
         floor, ceil, rates, inf = math.floor, math.ceil, self._rates, math.inf
+        # One pass: every job is in one placement, so its progress can be booked at once; the
+        # finished jobs leave after the round's times are recorded, in the order they were found.
         for p in placements:
-            key, j = p.jobs, type_index[p.worker_type]
+            key, w = p.jobs, p.worker_type
+            j = type_index[w]
             cached = rates.get(key)
             per_job = cached[j] if cached is not None else self.rate(key, j)
             if held is None and len(key) == 1:  # a job alone, no restart costs: the common case, inlined
@@ -532,48 +539,65 @@ class Engine:
                 n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
                 planned[jid] = n
                 finish[jid] = done = t + 0.0 + n / r
-                ends.append(done if done > -inf else -inf)
-                continue
-            slowest = -inf
-            for jid, r in zip(key, per_job):
-                out = outcomes[jid]
-                left = out.job.total_steps - out.steps_done
-                lost = self._restart_s(jid, p, held) if held is not None else 0.0
-                if lost > 0:
-                    # Restarting takes `lost` seconds of the round: fewer steps, but still at least
-                    # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
-                    n = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
-                else:
-                    # At least one step, so a job slower than one step per round still progresses.
-                    n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
-                planned[jid] = n
-                finish[jid] = done = t + lost + n / r
-                if done > slowest:
-                    slowest = done
-            if compat and len(key) > 1:
-                finish.update({jid: slowest for jid in key})
+                slowest = done if done > -inf else -inf
+                out.steps_done += n
+                if out.steps_done >= out.job.total_steps - 1e-9:
+                    finished.append(jid)
+            else:
+                slowest = self._progress(p, per_job, t, held, planned, finish)
+                for jid in key:
+                    out = outcomes[jid]
+                    out.steps_done += planned[jid]
+                    if out.steps_done >= out.job.total_steps - 1e-9:
+                        finished.append(jid)
             ends.append(slowest)
+            elapsed.append(spent := slowest - origin)
+            busy[w] += spent * len(p.gpus)
         end = max(ends)
         record = RoundRecord(self.n_rounds, t, end, placements, planned)
         self.n_rounds += 1
         if self.config.keep_rounds:
             self.rounds.append(record)
-        origin = self._round_origin if compat else t
         self._round_origin = end
-        elapsed = [placement_end - origin for placement_end in ends]
-        # Every entry placed gets its time before any finished job leaves (no entry is placed twice).
         self.mech.record_round([(p.jobs, type_index[p.worker_type]) for p in placements], elapsed)
-        busy = self.busy
-        for p, spent in zip(placements, elapsed):
-            busy[p.worker_type] += spent * len(p.gpus)
-            for jid in p.jobs:
-                out = outcomes[jid]
-                out.steps_done += planned[jid]
-                if out.steps_done >= out.job.total_steps - 1e-9:
-                    out.finish_s = finish[jid]
-                    self._complete(jid)
+        for jid in finished:
+            outcomes[jid].finish_s = finish[jid]
+            self._complete(jid)
         self.t = end
         return record
+
+    def _progress(
+        self,
+        p: Placement,
+        per_job: tuple[float, ...],
+        t: float,
+        held: dict[str, tuple[str, frozenset[Gpu]]] | None,
+        planned: dict[str, float],
+        finish: dict[str, float],
+    ) -> float:
+        """Steps (into `planned`) and finish times (into `finish`) of a placement's jobs this
+        round, restart costs included; returns when its slowest member finishes."""
+        tau, compat = self.config.round_s, self.config.gavel_compat
+        floor, ceil, outcomes = math.floor, math.ceil, self.outcomes
+        slowest = -math.inf
+        for jid, r in zip(p.jobs, per_job):
+            out = outcomes[jid]
+            left = out.job.total_steps - out.steps_done
+            lost = self._restart_s(jid, p, held) if held is not None else 0.0
+            if lost > 0:
+                # Restarting takes `lost` seconds of the round: fewer steps, but still at least
+                # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
+                n: float = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
+            else:
+                # At least one step, so a job slower than one step per round still progresses.
+                n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
+            planned[jid] = n
+            finish[jid] = done = t + lost + n / r
+            if done > slowest:
+                slowest = done
+        if compat and len(p.jobs) > 1:
+            finish.update({jid: slowest for jid in p.jobs})
+        return slowest
 
     def _complete(self, jid: str) -> None:
         del self.active[jid]
