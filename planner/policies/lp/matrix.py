@@ -97,13 +97,16 @@ class Rows:
             self.index,
             self.value,
             self.lengths,
-            np.broadcast_to(np.asarray(lower, dtype=float), (self.n,)).copy(),
-            np.broadcast_to(np.asarray(upper, dtype=float), (self.n,)).copy(),
+            _per_row(lower, self.n).copy(),
+            _per_row(upper, self.n).copy(),
         )
 
     def scaled(self, factor: np.ndarray | float) -> Rows:
         """Every coefficient of row r times factor[r] (or one factor for all)."""
-        per_entry = np.repeat(np.broadcast_to(np.asarray(factor, dtype=float), (self.n,)), self.lengths)
+        factor = np.asarray(factor, dtype=float)
+        if factor.ndim == 0:  # one factor: the same products, without spelling it out per entry
+            return Rows(self.index, self.value * factor, self.lengths, self.lower, self.upper)
+        per_entry = np.repeat(np.broadcast_to(factor, (self.n,)), self.lengths)
         return Rows(self.index, self.value * per_entry, self.lengths, self.lower, self.upper)
 
     def led_by(self, var: np.ndarray | int, coef: np.ndarray | float) -> Rows:
@@ -125,6 +128,14 @@ class Rows:
         """The rows where `keep` (a boolean per row) is set, in order."""
         entries = np.repeat(keep, self.lengths)
         return Rows(self.index[entries], self.value[entries], self.lengths[keep], self.lower[keep], self.upper[keep])
+
+
+def _per_row(value: np.ndarray | float, n: int) -> np.ndarray:
+    """`value` as n floats: a scalar repeated (np.full, cheaper than broadcast_to), an array as is."""
+    value = np.asarray(value, dtype=float)
+    if value.ndim == 0:
+        return np.full(n, float(value))
+    return np.broadcast_to(value, (n,))
 
 
 def stack(*blocks: Rows) -> Rows:
@@ -153,8 +164,8 @@ class LPBuilder:
         self, n: int, lower: np.ndarray | float = 0.0, upper: np.ndarray | float = 1.0, *, integer: bool = False
     ) -> np.ndarray:
         """Declare n variables with these bounds; returns their ids."""
-        self._lower.append(np.broadcast_to(np.asarray(lower, dtype=float), (n,)))
-        self._upper.append(np.broadcast_to(np.asarray(upper, dtype=float), (n,)))
+        self._lower.append(_per_row(lower, n))
+        self._upper.append(_per_row(upper, n))
         self._integer.append(np.full(n, integer))
         ids = np.arange(self.n_vars, self.n_vars + n)
         self.n_vars += n
