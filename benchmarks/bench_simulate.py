@@ -16,7 +16,8 @@ main point is also bounded from below: the same sequence of LAS problems (the
 compat run re-solves at the same moments Gavel does) is solved the way Gavel
 does it, with cvxpy and ECOS, one variable per job (spec §4.3.1); Gavel's
 per-round Python work comes on top. This part needs `cvxpy` and `ecos` and is
-skipped without them.
+skipped without them. Every point starts with no LP answers stored
+(`forget_answers`): the points share their first jobs, and so some LPs.
 
     python benchmarks/bench_simulate.py [--quick] [--jobs 300 | --window 150:300] [--rate 0.8] [--cluster 8:8:8]
 
@@ -40,6 +41,7 @@ from planner.formats.cluster import parse_cluster
 from planner.formats.gavel_json import import_gavel  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
+from planner.policies.lp.highs import forget_answers  # noqa: E402
 
 GAVEL_TABLE = ROOT / "data" / "gavel" / "simulation_throughputs.json"
 
@@ -92,6 +94,7 @@ def recorded_gavel(point: dict) -> dict | None:
 
 def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
     """Simulate one point; (report, the LAS problems its policy was asked to solve)."""
+    forget_answers()  # every point starts without answers stored by an earlier one (same LPs)
     make = simulate.make_policy
     simulate.make_policy = lambda *a, **k: recorders.append(Recorder(make(*a, **k))) or recorders[-1]
     try:

@@ -150,6 +150,7 @@ def solved_lps(allocate) -> list[MatrixLP]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(highs, "highs_model", recording)
+        highs.forget_answers()  # an LP an earlier example solved would not reach HiGHS again
         allocate()
     return seen
 
@@ -299,3 +300,17 @@ PACKED_POLICIES = [
 def test_packed_policy_lp_through_pyomo_reaches_the_same_objective(problem, policy, aggregate):
     name, options = policy
     assert_pyomo_agrees(make_policy(name, aggregate=aggregate, **options), problem)
+
+
+def test_an_lp_solved_before_gets_the_same_answer_without_a_solve():
+    problem = make_problem([[1.0, 2.0], [3.0, 1.0], [1.0, 2.0]], [1, 2])
+    policy = make_policy("max_min_fairness_perf")
+    highs.forget_answers()
+    loaded: list[MatrixLP] = []
+    original = highs.highs_model
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(highs, "highs_model", lambda lp: loaded.append(lp) or original(lp))
+        first = policy.allocate(problem)
+        again = policy.allocate(problem)
+    assert len(loaded) == 1  # the second LP was the same: no solve
+    assert again.x.tobytes() == first.x.tobytes() and again.objective == first.objective

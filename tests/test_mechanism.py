@@ -63,6 +63,18 @@ def test_free_gpus_best_fit_then_fewest_nodes():
     assert FreeGpus(["a", "b"], 2).gang(1) == (("a", 0),)  # ties: the first node in spec order
 
 
+def test_take_one_is_gang_of_one_claimed():
+    free, twin = FreeGpus(["n0", "n1", "n2"], 3), FreeGpus(["n0", "n1", "n2"], 3)
+    for f in (free, twin):
+        f.claim([("n1", 0), ("n2", 1)])  # free: n0 3, n1 2, n2 2
+    for _ in range(7):
+        expected = twin.gang(1)
+        twin.claim(expected)
+        assert free.take_one() == expected and free.free == twin.free
+    with pytest.raises(RuntimeError, match="internal error"):
+        free.take_one()
+
+
 def test_gang_stays_on_one_node_and_lease_is_extended():
     mech = RoundMechanism(one_type(8, 4), round_s=100)
     scale: dict[Key, int] = {("big",): 4, ("s1",): 1, ("s2",): 2}

@@ -7,7 +7,7 @@ simulator feeds them from the engine's state.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,14 +47,6 @@ def utilisation(busy_gpu_s: Mapping[str, float], capacity: Mapping[str, int], el
     return out
 
 
-def _active_at(jobs: Sequence[str], outcomes: Mapping[str, JobOutcome], t: float) -> bool:
-    for j in jobs:
-        finish = outcomes[j].finish_s
-        if finish is None or finish > t + 1e-9:
-            return True
-    return False
-
-
 def _same_gpus(before: Placement | None, now: Placement) -> bool:
     """Same type and GPU set (in any order); the mechanism re-uses the object on an extension."""
     return before is not None and (
@@ -79,11 +71,26 @@ class LeaseCounter:
     def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
         prev = self._previous
         if prev is not None:
-            self.opportunities += sum(_active_at(p.jobs, outcomes, prev.end_s) for p in prev.placements)
+            # Plain loops: this runs once per simulated round. An opportunity: an entry with a
+            # member still active when the previous round ended.
+            limit = prev.end_s + 1e-9
+            active = 0
+            for p in prev.placements:
+                for j in p.jobs:
+                    finish = outcomes[j].finish_s
+                    if finish is None or finish > limit:
+                        active += 1
+                        break
+            self.opportunities += active
             # A jump (nothing ran in between) empties the previous assignment: no extension.
             if abs(record.start_s - prev.end_s) <= 1e-9:
                 before = {p.jobs: p for p in prev.placements}
-                self.extensions += sum(_same_gpus(before.get(p.jobs), p) for p in record.placements)
+                same = 0
+                for now in record.placements:
+                    was = before.get(now.jobs)
+                    if was is now or (was is not None and _same_gpus(was, now)):
+                        same += 1
+                self.extensions += same
         self._previous = record
 
     @property

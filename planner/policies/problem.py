@@ -46,11 +46,18 @@ def build_problem(
 ) -> Problem:
     names = cluster.names
     capacity = np.array([cluster.capacity(w) for w in names], dtype=float)
-    rows: dict[JobType, list[float]] = {}  # one table lookup per job type, not per job
+    # One table lookup per job type, not per job. Keyed by the type's fields (what JobType
+    # equality compares): a tuple of a str and ints hashes in C, a JobType in Python.
+    rows: dict[tuple[str, int | None, int], list[float]] = {}
+    tput_rows = []
     for job in jobs:
-        if job.job_type not in rows:
-            rows[job.job_type] = [table.solo(w, job.job_type) for w in names]
-    tput = np.array([rows[job.job_type] for job in jobs], dtype=float).reshape(len(jobs), len(names))
+        jt = job.job_type
+        fields = (jt.model, jt.batch_size, jt.scale_factor)
+        row = rows.get(fields)
+        if row is None:
+            row = rows[fields] = [table.solo(w, jt) for w in names]
+        tput_rows.append(row)
+    tput = np.array(tput_rows, dtype=float).reshape(len(jobs), len(names))
     scale = np.array([job.scale_factor for job in jobs], dtype=float)
     # A job cannot run on a type with fewer GPUs than it needs.
     tput[scale[:, None] > capacity[None, :]] = 0.0

@@ -209,6 +209,8 @@ class Engine:
         self.migration_aware = migration_aware
         self.restart_tally = RestartTally(lost_gpu_s=dict.fromkeys(self.types, 0.0)) if restart is not None else None
         self._restart_cost: dict[tuple[str, str], float] = {}  # (job id, worker type) -> seconds
+        self._entries_version = -1  # the mechanism's entries the caches below were filled for
+        self._ok = np.zeros((0, len(self.types)), dtype=bool)  # runnable, stacked in entry order
         self.submit(list(jobs))
 
     # snapshot --------------------------------------------------------------
@@ -415,9 +417,9 @@ class Engine:
         alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
         for pair, row in (allocation.pair_x or {}).items():
             alloc[pair] = row
-            if pair not in mech.job_time:
+            if pair not in mech.rows:
                 mech.add_pair(pair)
-        for key in [k for k in mech.job_time if len(k) > 1 and k not in alloc]:
+        for key in [k for k in mech.keys if len(k) > 1 and k not in alloc]:
             mech.remove(key)  # pairs the policy dropped
         mech.set_allocation(alloc)
         self.last_solve = Solve(t, problem.job_ids, allocation)
@@ -455,12 +457,16 @@ class Engine:
             held = self._held() if self.restart is not None else None  # before a re-solve drops pairs
             if self.need_update and interval_ok:
                 self._resolve()
-            # Per-entry caches, filled for new entries only (a set difference, not a loop over all).
+            # Per-entry caches, filled for new entries only, when the entries changed.
             runnable, scale = self._runnable, self._scale
-            for key in mech.job_time.keys() - runnable.keys():
-                self.runnable(key)
-            for key in mech.job_time.keys() - scale.keys():
-                scale[key] = self.active[key[0]].scale_factor
+            if self._entries_version != mech.version:
+                for key in mech.rows.keys() - runnable.keys():
+                    self.runnable(key)
+                for key in mech.rows.keys() - scale.keys():
+                    scale[key] = self.active[key[0]].scale_factor
+                n = len(mech.keys)
+                self._ok = np.array([runnable[k] for k in mech.keys], dtype=bool).reshape(n, len(self.types))
+                self._entries_version = mech.version
             if self.migration_aware:
                 costs = self._entry_costs()
                 chosen = mech.select_migration_aware(
@@ -469,7 +475,7 @@ class Engine:
                 protected = [key for key, p in mech.previous.items() if key in costs and self._costs_on(key, p)]
                 placements = mech.place(chosen, scale, allocated_only=compat, protected=protected)
             else:
-                chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo)
+                chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo, ok=self._ok)
                 placements = mech.place(chosen, scale, allocated_only=compat)
             if placements:
                 return self._execute(placements, held)
@@ -529,54 +535,89 @@ class Engine:
         planned: dict[str, float] = {}
         finish: dict[str, float] = {}
         ends: list[float] = []  # per placement: when its slowest member finishes
-        floor, ceil, rates = math.floor, math.ceil, self._rates
+        elapsed: list[float] = []  # per placement: the time it is charged (from `origin`)
+        finished: list[str] = []  # jobs done this round, in placement order
+        origin = self._round_origin if compat else t
+        busy = self.busy
+        floor, ceil, rates, inf = math.floor, math.ceil, self._rates, math.inf
+        # One pass: every job is in one placement, so its progress can be booked at once; the
+        # finished jobs leave after the round's times are recorded, in the order they were found.
         for p in placements:
-            key, j = p.jobs, type_index[p.worker_type]
+            key, w = p.jobs, p.worker_type
+            j = type_index[w]
             cached = rates.get(key)
-            slowest = -math.inf
-            for jid, r in zip(key, cached[j] if cached is not None else self.rate(key, j)):
+            per_job = cached[j] if cached is not None else self.rate(key, j)
+            if held is None and len(key) == 1:  # a job alone, no restart costs: the common case, inlined
+                jid, r = key[0], per_job[0]
                 out = outcomes[jid]
                 left = out.job.total_steps - out.steps_done
-                lost = self._restart_s(jid, p, held) if held is not None else 0.0
-                if lost > 0:
-                    # Restarting takes `lost` seconds of the round: fewer steps, but still at least
-                    # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
-                    n: float = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
-                else:
-                    # At least one step, so a job slower than one step per round still progresses.
-                    n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
+                n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
                 planned[jid] = n
-                finish[jid] = done = t + lost + n / r
-                if done > slowest:
-                    slowest = done
-            if compat and len(key) > 1:
-                finish.update({jid: slowest for jid in key})
+                finish[jid] = done = t + 0.0 + n / r
+                slowest = done if done > -inf else -inf
+                out.steps_done += n
+                if out.steps_done >= out.job.total_steps - 1e-9:
+                    finished.append(jid)
+            else:
+                slowest = self._progress(p, per_job, t, held, planned, finish)
+                for jid in key:
+                    out = outcomes[jid]
+                    out.steps_done += planned[jid]
+                    if out.steps_done >= out.job.total_steps - 1e-9:
+                        finished.append(jid)
             ends.append(slowest)
+            elapsed.append(spent := slowest - origin)
+            busy[w] += spent * len(p.gpus)
         end = max(ends)
         record = RoundRecord(self.n_rounds, t, end, placements, planned)
         self.n_rounds += 1
         if self.config.keep_rounds:
             self.rounds.append(record)
-        origin = self._round_origin if compat else t
         self._round_origin = end
-        record_time, busy = self.mech.record, self.busy
-        for p, placement_end in zip(placements, ends):
-            elapsed = placement_end - origin
-            record_time(p.jobs, type_index[p.worker_type], elapsed)
-            busy[p.worker_type] += elapsed * len(p.gpus)
-            for jid in p.jobs:
-                out = outcomes[jid]
-                out.steps_done += planned[jid]
-                if out.steps_done >= out.job.total_steps - 1e-9:
-                    out.finish_s = finish[jid]
-                    self._complete(jid)
+        self.mech.record_round([(p.jobs, type_index[p.worker_type]) for p in placements], elapsed)
+        for jid in finished:
+            outcomes[jid].finish_s = finish[jid]
+            self._complete(jid)
         self.t = end
         return record
+
+    def _progress(
+        self,
+        p: Placement,
+        per_job: tuple[float, ...],
+        t: float,
+        held: dict[str, tuple[str, frozenset[Gpu]]] | None,
+        planned: dict[str, float],
+        finish: dict[str, float],
+    ) -> float:
+        """Steps (into `planned`) and finish times (into `finish`) of a placement's jobs this
+        round, restart costs included; returns when its slowest member finishes."""
+        tau, compat = self.config.round_s, self.config.gavel_compat
+        floor, ceil, outcomes = math.floor, math.ceil, self.outcomes
+        slowest = -math.inf
+        for jid, r in zip(p.jobs, per_job):
+            out = outcomes[jid]
+            left = out.job.total_steps - out.steps_done
+            lost = self._restart_s(jid, p, held) if held is not None else 0.0
+            if lost > 0:
+                # Restarting takes `lost` seconds of the round: fewer steps, but still at least
+                # one (a cost of a whole round would otherwise stall time-shared jobs for ever).
+                n: float = min(max(1, floor(r * (tau - lost))), ceil(left - 1e-9))
+            else:
+                # At least one step, so a job slower than one step per round still progresses.
+                n = min(max(1, floor(r * tau)), left if compat else ceil(left - 1e-9))
+            planned[jid] = n
+            finish[jid] = done = t + lost + n / r
+            if done > slowest:
+                slowest = done
+        if compat and len(p.jobs) > 1:
+            finish.update({jid: slowest for jid in p.jobs})
+        return slowest
 
     def _complete(self, jid: str) -> None:
         del self.active[jid]
         self._type_number.pop(jid, None)
-        for key in [k for k in self.mech.job_time if jid in k]:
+        for key in self.mech.entries_of(jid):
             self.mech.remove(key)
             self._rates.pop(key, None)
             self._runnable.pop(key, None)

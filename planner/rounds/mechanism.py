@@ -11,7 +11,7 @@ largest gangs first, a job keeps last round's GPUs when they are still free
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +62,27 @@ def visiting_order(throughput: np.ndarray) -> list[int]:
     return sorted(range(m), key=lambda j: (-speed[j], j))
 
 
+class EntryRows(Mapping[Key, np.ndarray]):
+    """Entry -> its row of one of the mechanism's (entries, types) books, in arrival order.
+
+    A row is a view: writing into it writes the books (until the next add or remove)."""
+
+    def __init__(self, mech: RoundMechanism, book: str):
+        self._mech, self._book = mech, book
+
+    def __getitem__(self, key: Key) -> np.ndarray:
+        return getattr(self._mech, self._book)[self._mech.rows[key]]
+
+    def __iter__(self) -> Iterator[Key]:
+        return iter(self._mech.rows)
+
+    def __len__(self) -> int:
+        return len(self._mech.rows)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._mech.rows
+
+
 class RoundMechanism:
     def __init__(self, cluster: Cluster, round_s: float = DEFAULT_ROUND_S):
         self.cluster = cluster
@@ -69,11 +90,27 @@ class RoundMechanism:
         self.m = len(self.types)
         self.round_s = round_s
         self.alloc: dict[Key, np.ndarray] = {}
-        self.job_time: dict[Key, np.ndarray] = {}  # insertion order = arrival order (tie-break)
-        self.deficit: dict[Key, np.ndarray] = {}
+        # The books, one row per entry: rows in insertion order = arrival order (the tie-break).
+        # Kept as (entries, types) arrays so a round reads them without stacking per-entry rows.
+        self.rows: dict[Key, int] = {}  # entry -> its row
+        self.keys: list[Key] = []  # the entries, row by row
+        self._pairs = 0  # how many entries are co-located pairs
+        self._spent = np.zeros((0, self.m))  # per entry, per type: time received since the last reset
+        self._deficit = np.zeros((0, self.m))
+        self._alloc_rows: np.ndarray | None = None  # `alloc` as rows (None: to be rebuilt)
+        self.version = 0  # changes whenever the set of entries does
         self.worker_time = np.zeros(self.m)
         self.last_reset: float | None = None
         self.previous: dict[Key, Placement] = {}
+
+    @property
+    def job_time(self) -> EntryRows:
+        """Per entry, per type: time received since the last reset."""
+        return EntryRows(self, "_spent")
+
+    @property
+    def deficit(self) -> EntryRows:
+        return EntryRows(self, "_deficit")
 
     # snapshot ------------------------------------------------------------
     def snapshot(self) -> MechanismSnapshot:
@@ -81,8 +118,8 @@ class RoundMechanism:
             round_s=self.round_s,
             last_reset=self.last_reset,
             worker_time=self.worker_time.copy(),
-            job_time={k: v.copy() for k, v in self.job_time.items()},
-            deficit={k: v.copy() for k, v in self.deficit.items()},
+            job_time={k: self._spent[i].copy() for k, i in self.rows.items()},
+            deficit={k: self._deficit[i].copy() for k, i in self.rows.items()},
             alloc={k: v.copy() for k, v in self.alloc.items()},
             previous=dict(self.previous),
         )
@@ -94,8 +131,12 @@ class RoundMechanism:
         self.round_s = snapshot.round_s
         self.last_reset = snapshot.last_reset
         self.worker_time = np.array(snapshot.worker_time, dtype=float)
-        self.job_time = {k: v.copy() for k, v in snapshot.job_time.items()}
-        self.deficit = {k: v.copy() for k, v in snapshot.deficit.items()}
+        keys = list(snapshot.job_time)
+        self._set_rows(
+            keys,
+            np.array([snapshot.job_time[k] for k in keys], dtype=float).reshape(len(keys), self.m),
+            np.array([snapshot.deficit[k] for k in keys], dtype=float).reshape(len(keys), self.m),
+        )
         self.alloc = {k: v.copy() for k, v in snapshot.alloc.items()}
         self.previous = {
             key: placement
@@ -104,31 +145,82 @@ class RoundMechanism:
             and all(node in nodes[placement.worker_type] for node, _ in placement.gpus)
         }
 
+    def _set_rows(self, keys: list[Key], spent: np.ndarray, deficit: np.ndarray) -> None:
+        self.keys = keys
+        self.rows = {k: i for i, k in enumerate(keys)}
+        self._pairs = sum(len(k) > 1 for k in keys)
+        self._spent, self._deficit = spent, deficit
+        self._alloc_rows = None
+        self.version += 1
+
     # bookkeeping ---------------------------------------------------------
     def add(self, key: Key) -> None:
         # New entries look as if they had already had half a round (spec §5.1).
-        self.job_time[key] = np.full(self.m, self.round_s / 2)
-        self.deficit[key] = np.zeros(self.m)
+        self._add(key, np.full(self.m, self.round_s / 2))
 
     def add_pair(self, key: Key) -> None:
         # A new pair starts with no received time (Gavel): it is preferred once.
-        self.job_time[key] = np.zeros(self.m)
-        self.deficit[key] = np.zeros(self.m)
+        self._add(key, np.zeros(self.m))
+
+    def _add(self, key: Key, spent: np.ndarray) -> None:
+        row = self.rows.get(key)
+        if row is not None:  # an entry added again keeps its place (as a dict key would)
+            self._spent[row] = spent
+            self._deficit[row] = 0.0
+            return
+        self.rows[key] = len(self.keys)
+        self.keys.append(key)
+        if len(key) > 1:
+            self._pairs += 1
+        self._spent = np.vstack((self._spent, spent))
+        self._deficit = np.vstack((self._deficit, np.zeros(self.m)))
+        if self._alloc_rows is not None:
+            self._alloc_rows = np.vstack((self._alloc_rows, self.alloc.get(key, np.zeros(self.m))))
+        self.version += 1
 
     def remove(self, key: Key) -> None:
-        for table in (self.alloc, self.job_time, self.deficit, self.previous):
-            table.pop(key, None)
+        self.alloc.pop(key, None)
+        self.previous.pop(key, None)
+        row = self.rows.get(key)
+        if row is None:
+            return
+        keys, rows = self.keys, self.rows
+        del keys[row], rows[key]
+        for i in range(row, len(keys)):  # the entries after it move up one row
+            rows[keys[i]] = i
+        self._spent = np.delete(self._spent, row, axis=0)
+        self._deficit = np.delete(self._deficit, row, axis=0)
+        if self._alloc_rows is not None:
+            self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
+        self.version += 1
+        if len(key) > 1:
+            self._pairs -= 1
+
+    def entries_of(self, job_id: str) -> list[Key]:
+        """The entries `job_id` belongs to (alone, and in pairs), in entry order."""
+        if not self._pairs:
+            return [(job_id,)] if (job_id,) in self.rows else []
+        return [k for k in self.keys if job_id in k]
+
+    def _alloc_matrix(self) -> np.ndarray:
+        """`alloc` as (entries, types) rows in entry order; zeros for an entry without one."""
+        if self._alloc_rows is None:
+            n, zero, alloc = len(self.keys), np.zeros(self.m), self.alloc
+            self._alloc_rows = np.array([alloc.get(k, zero) for k in self.keys], dtype=float).reshape(n, self.m)
+        return self._alloc_rows
 
     def reset(self, now: float) -> None:
         """Fold the share each entry received into its deficit, then restart counting (§5.3)."""
         elapsed = 0.0 if self.last_reset is None else now - self.last_reset
         half = self.round_s / 2
-        self.worker_time[:] = 0.0
-        for key, spent in self.job_time.items():
-            should = self.alloc.get(key, np.zeros(self.m)) * elapsed
-            self.deficit[key] += should - (spent - half)
-            spent[:] = half
-            self.worker_time += half
+        if self.keys:
+            should = self._alloc_matrix() * elapsed
+            self._deficit += should - (self._spent - half)
+            self._spent[:] = half
+        total = 0.0
+        for _ in self.keys:  # half per entry, added one at a time (the same sums as ever)
+            total += half
+        self.worker_time[:] = total
         self.last_reset = now
 
     def force_reset(self) -> None:
@@ -144,21 +236,36 @@ class RoundMechanism:
 
     def set_allocation(self, alloc: Mapping[Key, np.ndarray]) -> None:
         self.alloc = {k: np.asarray(v, dtype=float) for k, v in alloc.items()}
+        self._alloc_rows = None
 
     def record(self, key: Key, j: int, elapsed: float) -> None:
-        self.job_time[key][j] += elapsed
+        self._spent[self.rows[key], j] += elapsed
         self.worker_time[j] += elapsed
 
+    def record_round(self, placed: Sequence[tuple[Key, int]], elapsed: Sequence[float]) -> None:
+        """`record` for every (entry, type) of one round, in order; an entry appears at most once."""
+        if len(placed) < 16:  # a few entries: plain updates cost less than building index arrays
+            for (key, j), spent in zip(placed, elapsed):
+                self.record(key, j, spent)
+            return
+        rows, m = self.rows, self.m
+        cells = np.fromiter((rows[key] * m + j for key, j in placed), dtype=np.intp, count=len(placed))
+        flat = self._spent.view()
+        flat.shape = (-1,)  # a view of the books (they are contiguous; numpy refuses otherwise)
+        flat[cells] += elapsed
+        worker_time = self.worker_time.tolist()
+        for (_, j), spent in zip(placed, elapsed):  # one addition at a time, as `record` does
+            worker_time[j] += spent
+        self.worker_time[:] = worker_time
+
     # selection -----------------------------------------------------------
-    def _matrices(self, keys: Sequence[Key], runnable: Mapping[Key, np.ndarray]):
-        """(priority, deficit, allocation, runnable) as (entries, types) arrays, rows in `keys` order."""
-        n, m = len(keys), self.m
-        zero = np.zeros(m)
-        job_time, allocation, deficits = self.job_time, self.alloc, self.deficit
-        spent = np.array([job_time[k] for k in keys], dtype=float).reshape(n, m)
-        alloc = np.array([allocation.get(k, zero) for k in keys], dtype=float).reshape(n, m)
-        deficit = np.array([deficits[k] for k in keys], dtype=float).reshape(n, m)
-        ok = np.array([runnable[k] for k in keys], dtype=bool).reshape(n, m)
+    def _matrices(self, runnable: Mapping[Key, np.ndarray], ok: np.ndarray | None = None):
+        """(priority, deficit, allocation, runnable) as (entries, types) arrays, rows in entry order.
+        `ok`, if given, is `runnable` already stacked in entry order."""
+        n, m = len(self.keys), self.m
+        spent, deficit, alloc = self._spent, self._deficit, self._alloc_matrix()
+        if ok is None:
+            ok = np.array([runnable[k] for k in self.keys], dtype=bool).reshape(n, m)
         wt = self.worker_time
         share = np.divide(spent, wt, out=np.zeros((n, m)), where=wt > 0)
         served = share > 0
@@ -166,9 +273,8 @@ class RoundMechanism:
         return np.where(ok, prio, 0.0), deficit, alloc, ok
 
     def priorities(self, runnable: Mapping[Key, np.ndarray]) -> dict[Key, np.ndarray]:
-        keys = list(self.job_time)
-        prio = self._matrices(keys, runnable)[0]
-        return {k: prio[i] for i, k in enumerate(keys)}
+        prio = self._matrices(runnable)[0]
+        return {k: prio[i] for i, k in enumerate(self.keys)}
 
     def select(
         self,
@@ -178,12 +284,14 @@ class RoundMechanism:
         *,
         fifo: bool = False,
         pinned: Mapping[Key, int] | None = None,
+        ok: np.ndarray | None = None,
     ) -> list[tuple[Key, int]]:
         """Greedy fill (§5.4): per type in `order`, entries by (priority, deficit, allocation).
 
-        `pinned` entries (entry -> type) are chosen on that type before the fill (migration-aware mode)."""
-        keys = list(self.job_time)
-        prio, deficit, alloc, ok = self._matrices(keys, runnable)
+        `pinned` entries (entry -> type) are chosen on that type before the fill (migration-aware mode).
+        `ok`, if given, is `runnable` stacked in entry order (callers that keep it between rounds)."""
+        keys = self.keys
+        prio, deficit, alloc, ok = self._matrices(runnable, ok)
         free = self.cluster_capacity()
         taken: set[str] = set()
         chosen: list[tuple[Key, int]] = []
@@ -195,27 +303,35 @@ class RoundMechanism:
                 picked[row[key]] = True
                 free[j] -= scale[key]
                 taken.update(key)
+        # Negated once for every type: sorted ascending, they rank descending.
+        neg_prio, neg_deficit, neg_alloc = -prio, -deficit, -alloc
+        pairs = self._pairs > 0  # without pairs an entry is one job: `picked` alone keeps jobs apart
         for j in order:
             # Descending by (priority, deficit, allocation); the stable sort keeps insertion
             # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
-            ranked = np.lexsort((-alloc[:, j], -deficit[:, j], -prio[:, j]))
+            ranked = np.lexsort((neg_alloc[:, j], neg_deficit[:, j], neg_prio[:, j]))
             # Drop up front the entries the greedy pass would skip whatever it chose so far
             # (cannot run here, already picked, FIFO's unallocated); same choices, fewer visits.
             visit = ok[:, j] & ~picked
             if fifo:
                 visit &= prio[:, j] > 0
+            left, newly = free[j], []
             for i in ranked[visit[ranked]].tolist():
-                if free[j] == 0:
+                if left == 0:
                     break  # every later entry of this type would be skipped too
                 key = keys[i]
-                if not taken.isdisjoint(key):
+                if pairs and not taken.isdisjoint(key):
                     continue  # a pair sharing a job with a chosen entry
-                if scale[key] > free[j]:
+                size = scale[key]
+                if size > left:
                     continue  # smaller entries behind it may still backfill
                 chosen.append((key, j))
-                picked[i] = True
-                free[j] -= scale[key]
-                taken.update(key)
+                newly.append(i)
+                left -= size
+                if pairs:
+                    taken.update(key)
+            free[j] = left
+            picked[newly] = True
         return chosen
 
     def lag(self, now: float) -> dict[Key, np.ndarray]:
@@ -224,8 +340,8 @@ class RoundMechanism:
         since = 0.0 if self.last_reset is None else now - self.last_reset
         half, zero = self.round_s / 2, np.zeros(self.m)
         return {
-            key: self.deficit[key] + self.alloc.get(key, zero) * since - (spent - half)
-            for key, spent in self.job_time.items()
+            key: self._deficit[i] + self.alloc.get(key, zero) * since - (self._spent[i] - half)
+            for key, i in self.rows.items()
         }
 
     def select_migration_aware(
@@ -242,7 +358,7 @@ class RoundMechanism:
         last round stays there when the move does not pay (`migration_pins`). Entries are pinned
         one fill at a time until the fill moves no entry it should not; with no positive
         restart cost nothing is pinned and this is `select` exactly."""
-        held = {key: self.types.index(p.worker_type) for key, p in self.previous.items() if key in self.job_time}
+        held = {key: self.types.index(p.worker_type) for key, p in self.previous.items() if key in self.rows}
         lag = self.lag(now) if held else {}
         pins: dict[Key, int] = {}
         while True:
@@ -274,31 +390,54 @@ class RoundMechanism:
             by_type.setdefault(j, []).append(key)
         for j, name in enumerate(self.types):
             here = by_type.get(j)
-            if not here:
-                continue
-            spec = self.cluster.worker_types[name]
-            free = FreeGpus(spec.nodes, spec.gpus_per_node)
-            if protected:
-                here = self._keep_protected(here, name, free, protected, placements)
-            here.sort(key=lambda k: -scale[k])  # stable: big gangs first, then priority order
-            for size in sorted({scale[k] for k in here}, reverse=True):
-                group = [k for k in here if scale[k] == size]
-                fresh = []
-                for key in group:
-                    before = self.previous.get(key)
-                    if before and before.worker_type == name and free.all_free(before.gpus):
-                        free.claim(before.gpus)
-                        placements.append(before)
-                    else:
-                        fresh.append(key)
-                for key in fresh:
-                    if allocated_only and key not in self.alloc:
-                        continue
-                    gpus = free.gang(size)
-                    free.claim(gpus)
-                    placements.append(Placement(key, name, gpus))
+            if here:
+                self._place_on(name, here, scale, allocated_only, protected, placements)
         self.previous = {p.jobs: p for p in placements}
         return placements
+
+    def _place_on(
+        self,
+        name: str,
+        here: list[Key],
+        scale: Mapping[Key, int],
+        allocated_only: bool,
+        protected: Collection[Key],
+        placements: list[Placement],
+    ) -> None:
+        """Place the entries chosen on worker type `name` (in priority order), appending to `placements`."""
+        previous, alloc = self.previous, self.alloc
+        spec = self.cluster.worker_types[name]
+        free = FreeGpus(spec.nodes, spec.gpus_per_node)
+        lists = free.free
+        if protected:
+            here = self._keep_protected(here, name, free, protected, placements)
+        sizes = {scale[k] for k in here}
+        for size in sorted(sizes, reverse=True):  # big gangs first, each in priority order
+            group = here if len(sizes) == 1 else [k for k in here if scale[k] == size]
+            fresh = []
+            for key in group:
+                before = previous.get(key)
+                if before is not None and before.worker_type == name:
+                    gpus = before.gpus
+                    if len(gpus) == 1:  # one GPU: FreeGpus.all_free and claim, inlined
+                        node, g = gpus[0]
+                        on_node = lists.get(node)
+                        if on_node is not None and g in on_node:
+                            on_node.remove(g)
+                            placements.append(before)
+                            continue
+                    elif free.all_free(gpus):
+                        free.claim(gpus)
+                        placements.append(before)
+                        continue
+                fresh.append(key)
+            for key in fresh:
+                if allocated_only and key not in alloc:
+                    continue
+                gpus = free.take_one() if size == 1 else free.gang(size)
+                if size != 1:
+                    free.claim(gpus)
+                placements.append(Placement(key, name, gpus))
 
     def _keep_protected(
         self, here: list[Key], name: str, free: FreeGpus, protected: Collection[Key], placements: list[Placement]
@@ -357,6 +496,17 @@ class FreeGpus:
     def claim(self, gpus: Sequence[Gpu]) -> None:
         for node, g in gpus:
             self.free[node].remove(g)
+
+    def take_one(self) -> tuple[Gpu]:
+        """`gang(1)`, claimed: the first free GPU of the fullest node with one free."""
+        free, best, most = self.free, None, 0
+        for node in self.nodes:
+            n = len(free[node])
+            if n >= 1 and (best is None or n < most):
+                best, most = node, n
+        if best is None:
+            return self.gang(1)  # type: ignore[return-value]  # raises: no GPU is free
+        return ((best, free[best].pop(0)),)
 
     def gang(self, size: int) -> tuple[Gpu, ...]:
         """`size` free GPUs: on one node if possible (the fullest that fits), else fewest nodes."""

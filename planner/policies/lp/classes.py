@@ -33,14 +33,20 @@ def make_classes(*arrays: np.ndarray, aggregate: bool = True) -> Classes:
     if not aggregate or n == 0:
         idx = np.arange(n)
         return Classes(idx, idx, np.ones(n, dtype=float))
-    rows = [tuple(r) for r in np.hstack([a.reshape(n, -1) for a in arrays]).tolist()]
-    first: dict[tuple, int] = {}
-    for i, row in enumerate(rows):
-        first.setdefault(row, i)
+    seen: dict[tuple, int] = {}  # row -> its number in order of first appearance
+    first: list[int] = []  # per number: the first job with that row
+    provisional = []
+    for i, row in enumerate(map(tuple, np.hstack([a.reshape(n, -1) for a in arrays]).tolist())):
+        c = seen.setdefault(row, len(seen))
+        if c == len(first):
+            first.append(i)
+        provisional.append(c)
     # Classes in sorted key order (as np.unique would number them, ~50x slower on small inputs):
     # the LP's row order, and so the interior-point answer, depends on it.
-    ordered = sorted(first)
-    number = {row: c for c, row in enumerate(ordered)}
-    index = np.array([number[row] for row in rows])
-    counts = np.bincount(index, minlength=len(ordered)).astype(float)
-    return Classes(index, np.array([first[row] for row in ordered]), counts)
+    rows = list(seen)
+    ordered = sorted(range(len(rows)), key=rows.__getitem__)  # sorted(seen), as numbers
+    number = np.empty(len(rows), dtype=np.int64)
+    number[ordered] = np.arange(len(rows))
+    index = number[provisional]
+    counts = np.bincount(index, minlength=len(rows)).astype(float)
+    return Classes(index, np.array(first)[ordered], counts)

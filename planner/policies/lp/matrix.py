@@ -97,32 +97,45 @@ class Rows:
             self.index,
             self.value,
             self.lengths,
-            np.broadcast_to(np.asarray(lower, dtype=float), (self.n,)).copy(),
-            np.broadcast_to(np.asarray(upper, dtype=float), (self.n,)).copy(),
+            _per_row(lower, self.n).copy(),
+            _per_row(upper, self.n).copy(),
         )
 
     def scaled(self, factor: np.ndarray | float) -> Rows:
         """Every coefficient of row r times factor[r] (or one factor for all)."""
-        per_entry = np.repeat(np.broadcast_to(np.asarray(factor, dtype=float), (self.n,)), self.lengths)
+        factor = np.asarray(factor, dtype=float)
+        if factor.ndim == 0:  # one factor: the same products, without spelling it out per entry
+            return Rows(self.index, self.value * factor, self.lengths, self.lower, self.upper)
+        per_entry = np.repeat(np.broadcast_to(factor, (self.n,)), self.lengths)
         return Rows(self.index, self.value * per_entry, self.lengths, self.lower, self.upper)
 
     def led_by(self, var: np.ndarray | int, coef: np.ndarray | float) -> Rows:
         """Each row with a first term coef[r]·var[r] put in front of its own."""
-        start = np.concatenate(([0], np.cumsum(self.lengths)[:-1])).astype(np.int64)
-        var = np.broadcast_to(np.asarray(var, dtype=np.int64), (self.n,))
-        coef = np.broadcast_to(np.asarray(coef, dtype=float), (self.n,))
-        return Rows(
-            np.insert(self.index, start, var),
-            np.insert(self.value, start, coef),
-            self.lengths + 1,
-            self.lower,
-            self.upper,
-        )
+        lengths = self.lengths + 1
+        # Where each row's new first term lands: rows start at the running total of the new lengths
+        # (what np.insert at each old row start gives, without its sorting and masking).
+        lead = np.zeros(self.n, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=lead[1:])
+        rest = np.ones(len(self.index) + self.n, dtype=bool)
+        rest[lead] = False
+        index = np.empty(len(rest), dtype=self.index.dtype)
+        value = np.empty(len(rest), dtype=self.value.dtype)
+        index[lead], index[rest] = var, self.index
+        value[lead], value[rest] = coef, self.value
+        return Rows(index, value, lengths, self.lower, self.upper)
 
     def select(self, keep: np.ndarray) -> Rows:
         """The rows where `keep` (a boolean per row) is set, in order."""
         entries = np.repeat(keep, self.lengths)
         return Rows(self.index[entries], self.value[entries], self.lengths[keep], self.lower[keep], self.upper[keep])
+
+
+def _per_row(value: np.ndarray | float, n: int) -> np.ndarray:
+    """`value` as n floats: a scalar repeated (np.full, cheaper than broadcast_to), an array as is."""
+    value = np.asarray(value, dtype=float)
+    if value.ndim == 0:
+        return np.full(n, float(value))
+    return np.broadcast_to(value, (n,))
 
 
 def stack(*blocks: Rows) -> Rows:
@@ -151,8 +164,8 @@ class LPBuilder:
         self, n: int, lower: np.ndarray | float = 0.0, upper: np.ndarray | float = 1.0, *, integer: bool = False
     ) -> np.ndarray:
         """Declare n variables with these bounds; returns their ids."""
-        self._lower.append(np.broadcast_to(np.asarray(lower, dtype=float), (n,)))
-        self._upper.append(np.broadcast_to(np.asarray(upper, dtype=float), (n,)))
+        self._lower.append(_per_row(lower, n))
+        self._upper.append(_per_row(upper, n))
         self._integer.append(np.full(n, integer))
         ids = np.arange(self.n_vars, self.n_vars + n)
         self.n_vars += n
@@ -201,7 +214,9 @@ class LPBuilder:
         then the variables never used, by id."""
         ids, first = np.unique(used, return_index=True)
         appearing = ids[np.argsort(first, kind="stable")]
-        unused = np.setdiff1d(np.arange(self.n_vars), ids, assume_unique=True)
+        is_used = np.zeros(self.n_vars, dtype=bool)
+        is_used[ids] = True
+        unused = np.flatnonzero(~is_used)  # ascending, as setdiff1d gave them
         column = np.empty(self.n_vars, dtype=np.int64)
         column[np.concatenate((appearing, unused)).astype(np.int64)] = np.arange(self.n_vars)
         return column
