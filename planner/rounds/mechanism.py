@@ -62,6 +62,36 @@ def visiting_order(throughput: np.ndarray) -> list[int]:
     return sorted(range(m), key=lambda j: (-speed[j], j))
 
 
+class GrowingRows:
+    """An (n, m) array that grows by whole rows at amortised O(1) per row: a plan admits 10^5
+    jobs, and packing adds every candidate pair, one at a time (stacking per row is quadratic)."""
+
+    def __init__(self, m: int):
+        self._buffer = np.zeros((0, m))
+        self.n = 0
+
+    @property
+    def array(self) -> np.ndarray:
+        """The rows, as a view (writes go to the rows; valid until the next append or delete)."""
+        return self._buffer[: self.n]
+
+    def replace(self, rows: np.ndarray) -> None:
+        self._buffer = np.array(rows, dtype=float, order="C")
+        self.n = len(rows)
+
+    def append(self, row: np.ndarray) -> None:
+        if self.n == len(self._buffer):
+            grown = np.zeros((max(16, 2 * self.n), self._buffer.shape[1]))
+            grown[: self.n] = self._buffer[: self.n]
+            self._buffer = grown
+        self._buffer[self.n] = row
+        self.n += 1
+
+    def delete(self, row: int) -> None:
+        self._buffer[row : self.n - 1] = self._buffer[row + 1 : self.n]
+        self.n -= 1
+
+
 class EntryRows(Mapping[Key, np.ndarray]):
     """Entry -> its row of one of the mechanism's (entries, types) books, in arrival order.
 
@@ -95,13 +125,21 @@ class RoundMechanism:
         self.rows: dict[Key, int] = {}  # entry -> its row
         self.keys: list[Key] = []  # the entries, row by row
         self._pairs = 0  # how many entries are co-located pairs
-        self._spent = np.zeros((0, self.m))  # per entry, per type: time received since the last reset
-        self._deficit = np.zeros((0, self.m))
+        self._spent_rows = GrowingRows(self.m)  # per entry, per type: time received since the last reset
+        self._deficit_rows = GrowingRows(self.m)
         self._alloc_rows: np.ndarray | None = None  # `alloc` as rows (None: to be rebuilt)
         self.version = 0  # changes whenever the set of entries does
         self.worker_time = np.zeros(self.m)
         self.last_reset: float | None = None
         self.previous: dict[Key, Placement] = {}
+
+    @property
+    def _spent(self) -> np.ndarray:
+        return self._spent_rows.array
+
+    @property
+    def _deficit(self) -> np.ndarray:
+        return self._deficit_rows.array
 
     @property
     def job_time(self) -> EntryRows:
@@ -149,7 +187,8 @@ class RoundMechanism:
         self.keys = keys
         self.rows = {k: i for i, k in enumerate(keys)}
         self._pairs = sum(len(k) > 1 for k in keys)
-        self._spent, self._deficit = spent, deficit
+        self._spent_rows.replace(spent)
+        self._deficit_rows.replace(deficit)
         self._alloc_rows = None
         self.version += 1
 
@@ -172,10 +211,9 @@ class RoundMechanism:
         self.keys.append(key)
         if len(key) > 1:
             self._pairs += 1
-        self._spent = np.vstack((self._spent, spent))
-        self._deficit = np.vstack((self._deficit, np.zeros(self.m)))
-        if self._alloc_rows is not None:
-            self._alloc_rows = np.vstack((self._alloc_rows, self.alloc.get(key, np.zeros(self.m))))
+        self._spent_rows.append(spent)
+        self._deficit_rows.append(np.zeros(self.m))
+        self._alloc_rows = None  # rebuilt once when next read, not once per entry added
         self.version += 1
 
     def remove(self, key: Key) -> None:
@@ -188,8 +226,8 @@ class RoundMechanism:
         del keys[row], rows[key]
         for i in range(row, len(keys)):  # the entries after it move up one row
             rows[keys[i]] = i
-        self._spent = np.delete(self._spent, row, axis=0)
-        self._deficit = np.delete(self._deficit, row, axis=0)
+        self._spent_rows.delete(row)
+        self._deficit_rows.delete(row)
         if self._alloc_rows is not None:
             self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
         self.version += 1
@@ -215,7 +253,8 @@ class RoundMechanism:
         half = self.round_s / 2
         if self.keys:
             should = self._alloc_matrix() * elapsed
-            self._deficit += should - (self._spent - half)
+            deficit = self._deficit  # a view: the addition lands in the books
+            deficit += should - (self._spent - half)
             self._spent[:] = half
         total = 0.0
         for _ in self.keys:  # half per entry, added one at a time (the same sums as ever)
