@@ -402,9 +402,10 @@ class Engine:
         if not n:
             return
         self.pending = pending[n:]  # one cut: popping the head job by job is quadratic
-        for job in pending[:n]:
+        arrived = pending[:n]
+        for job in arrived:
             self.active[job.job_id] = job
-            self.mech.add((job.job_id,))
+        self.mech.add_jobs([(job.job_id,) for job in arrived])
         self.need_update = True
 
     def _resolve(self) -> None:

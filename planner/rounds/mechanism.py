@@ -87,6 +87,14 @@ class GrowingRows:
         self._buffer[self.n] = row
         self.n += 1
 
+    def extend(self, rows: np.ndarray) -> None:
+        while self.n + len(rows) > len(self._buffer):
+            grown = np.zeros((max(16, 2 * len(self._buffer)), self._buffer.shape[1]))
+            grown[: self.n] = self._buffer[: self.n]
+            self._buffer = grown
+        self._buffer[self.n : self.n + len(rows)] = rows
+        self.n += len(rows)
+
     def delete(self, row: int) -> None:
         self._buffer[row : self.n - 1] = self._buffer[row + 1 : self.n]
         self.n -= 1
@@ -196,6 +204,24 @@ class RoundMechanism:
     def add(self, key: Key) -> None:
         # New entries look as if they had already had half a round (spec §5.1).
         self._add(key, np.full(self.m, self.round_s / 2))
+
+    def add_jobs(self, keys: Sequence[Key]) -> None:
+        """`add` for each of `keys`, in order, at once (a plan admits thousands of jobs together)."""
+        new = [k for k in dict.fromkeys(keys) if k not in self.rows]
+        if len(new) != len(keys):  # a key added again keeps its row: take the general path
+            for key in keys:
+                self.add(key)
+            return
+        rows, first = self.rows, len(self.keys)
+        for i, key in enumerate(new):
+            rows[key] = first + i
+            if len(key) > 1:
+                self._pairs += 1
+        self.keys.extend(new)
+        self._spent_rows.extend(np.full((len(new), self.m), self.round_s / 2))
+        self._deficit_rows.extend(np.zeros((len(new), self.m)))
+        self._alloc_rows = None
+        self.version += 1
 
     def add_pair(self, key: Key) -> None:
         # A new pair starts with no received time (Gavel): it is preferred once.
