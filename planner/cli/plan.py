@@ -23,6 +23,7 @@ from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule
 from planner.formats.state import DEFAULT_LOCK_TIMEOUT_S, StateDocument, state_lock
 from planner.formats.table import read_table
+from planner.modes.collector import collector_paused
 from planner.modes.next_round import next_round, replayed_round
 from planner.modes.plan import PlanOptions, plan_batch, restart_summary, schedule_files, write_plan_outputs
 from planner.modes.state import read_progress, read_state
@@ -151,26 +152,28 @@ def plan(
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
     )
-    with Progress(
-        TextColumn("planning"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("jobs finished"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json,
-    ) as bar:
-        task = bar.add_task("plan", total=None)
-        planned = plan_batch(
-            table,
-            jobs,
-            cluster,
-            options,
-            on_round=lambda rec, done, total: bar.update(task, completed=done, total=total),
-        )
-    schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
-    write_plan_outputs(schedule, out_path, csv_path)
+    # A plan of K rounds is bounded work: no collector passes over its many small objects.
+    with collector_paused(options.rounds is not None and not until_done):
+        with Progress(
+            TextColumn("planning"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs finished"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=as_json,
+        ) as bar:
+            task = bar.add_task("plan", total=None)
+            planned = plan_batch(
+                table,
+                jobs,
+                cluster,
+                options,
+                on_round=lambda rec, done, total: bar.update(task, completed=done, total=total),
+            )
+        schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
+        write_plan_outputs(schedule, out_path, csv_path)
     if as_json:
         out.print_json(
             json.dumps(

@@ -21,7 +21,6 @@ they have `observed_min` reports, for the policy and the planned steps alike.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import json
 import os
@@ -46,6 +45,7 @@ from planner.formats.jobs import Job, parse_jobs
 from planner.formats.schedule import Schedule, read_schedule
 from planner.formats.state import STATE_FORMAT, LastPlan, ObservedEntry, StateDocument
 from planner.formats.table import ThroughputTable
+from planner.modes.collector import collector_paused
 from planner.modes.plan import build_schedule, check_csv_pair
 from planner.modes.state import (
     Progress,
@@ -105,10 +105,7 @@ def next_round(
     (None: observations are still recorded, never used)."""
     if rounds < 1:
         raise InputError(f"must be at least 1, got {rounds}", field="--rounds")
-    # A call builds many small objects and frees few: collector passes only cost time.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         started = time.perf_counter()
         if state is None:
             decision = _decide(table, None, observed_min)
@@ -128,9 +125,6 @@ def next_round(
                     f"observed throughputs changed ({len(decision.applied)} cell(s) now observed): re-solving"
                 )
         return _plan(session, decision.table, cluster, progress, rounds, inputs, progress_path, started)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 @dataclass
