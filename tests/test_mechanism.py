@@ -255,3 +255,51 @@ def test_allocations_respect_capacity_and_time(problem, policy_name):
     assert (x.sum(axis=1) <= 1 + 1e-6).all()
     assert ((problem.scale[:, None] * x).sum(axis=0) <= problem.capacity + 1e-6).all()
     assert (x[problem.throughput == 0] == 0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_jobs=st.integers(1, 8),
+    pair_mask=st.lists(st.booleans(), min_size=28, max_size=28),
+    drop=st.lists(st.integers(0, 40), max_size=12),
+    alloc_first=st.booleans(),
+)
+def test_removing_entries_together_equals_one_at_a_time(n_jobs, pair_mask, drop, alloc_first):
+    """remove_many (one pass over the books) leaves the books exactly as removing one by one."""
+    jobs = [(f"j{i}",) for i in range(n_jobs)]
+    pairs = [(a[0], b[0]) for a in jobs for b in jobs if a < b]
+    pairs = [p for p, keep in zip(pairs, pair_mask) if keep]
+    entries = jobs + pairs
+
+    def built() -> RoundMechanism:
+        mech = RoundMechanism(cluster_from_dict({"worker_types": {"g": 2, "h": 3}}), round_s=60)
+        mech.add_jobs(jobs)
+        for pair in pairs:
+            mech.add_pair(pair)
+        mech.reset(0.0)
+        for i, key in enumerate(entries):  # distinct books per entry, so a misplaced row shows
+            mech.record(key, i % 2, float(i + 1))
+        mech.set_allocation({key: np.array([0.1 * (i % 5), 0.05 * i]) for i, key in enumerate(entries)})
+        if alloc_first:
+            mech.priorities({key: np.array([True, True]) for key in entries})  # builds the alloc rows
+        return mech
+
+    gone = [entries[i % len(entries)] for i in drop] + [("not-an-entry",)]
+    together, one_by_one = built(), built()
+    together.remove_many(gone)
+    for key in gone:
+        one_by_one.remove(key)
+    assert together.keys == one_by_one.keys == [k for k in entries if k not in gone]
+    assert together.rows == one_by_one.rows == {k: i for i, k in enumerate(together.keys)}
+    assert together._pairs == one_by_one._pairs == sum(len(k) > 1 for k in together.keys)
+    before = built()
+    kept_rows = [before.rows[k] for k in together.keys]
+    assert np.array_equal(together._spent, before._spent[kept_rows])
+    assert np.array_equal(together._deficit, before._deficit[kept_rows])
+    assert np.array_equal(together._spent, one_by_one._spent)
+    assert np.array_equal(together._deficit, one_by_one._deficit)
+    assert np.array_equal(together._alloc_matrix(), one_by_one._alloc_matrix())
+    assert set(together.alloc) == set(one_by_one.alloc) == set(together.keys)
+    ok = {key: np.array([True, True]) for key in together.keys}
+    prio_a, prio_b = together.priorities(ok), one_by_one.priorities(ok)
+    assert all(np.array_equal(prio_a[k], prio_b[k]) for k in together.keys)

@@ -420,8 +420,7 @@ class Engine:
             alloc[pair] = row
             if pair not in mech.rows:
                 mech.add_pair(pair)
-        for key in [k for k in mech.keys if len(k) > 1 and k not in alloc]:
-            mech.remove(key)  # pairs the policy dropped
+        mech.remove_many([k for k in mech.keys if len(k) > 1 and k not in alloc])  # pairs the policy dropped
         mech.set_allocation(alloc)
         self.last_solve = Solve(t, problem.job_ids, allocation)
         self.solves.append(self.last_solve)
@@ -618,8 +617,9 @@ class Engine:
     def _complete(self, jid: str) -> None:
         del self.active[jid]
         self._type_number.pop(jid, None)
-        for key in self.mech.entries_of(jid):
-            self.mech.remove(key)
+        entries = self.mech.entries_of(jid)
+        self.mech.remove_many(entries)
+        for key in entries:
             self._rates.pop(key, None)
             self._runnable.pop(key, None)
             self._scale.pop(key, None)

@@ -243,22 +243,39 @@ class RoundMechanism:
         self.version += 1
 
     def remove(self, key: Key) -> None:
-        self.alloc.pop(key, None)
-        self.previous.pop(key, None)
-        row = self.rows.get(key)
-        if row is None:
+        self.remove_many([key])
+
+    def remove_many(self, keys: Collection[Key]) -> None:
+        """Drop these entries (unknown ones are ignored); the others keep their order.
+
+        One pass over the books for all of them: a finished job leaves every pair it was in
+        (hundreds, with packing), and removing them one at a time shifted the books each time."""
+        for key in keys:
+            self.alloc.pop(key, None)
+            self.previous.pop(key, None)
+        gone = [self.rows[key] for key in dict.fromkeys(keys) if key in self.rows]
+        if not gone:
             return
-        keys, rows = self.keys, self.rows
-        del keys[row], rows[key]
-        for i in range(row, len(keys)):  # the entries after it move up one row
-            rows[keys[i]] = i
-        self._spent_rows.delete(row)
-        self._deficit_rows.delete(row)
-        if self._alloc_rows is not None:
-            self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
+        self._pairs -= sum(len(self.keys[row]) > 1 for row in gone)
+        if len(gone) == 1:  # the common case: one job alone
+            row = gone[0]
+            del self.rows[self.keys[row]], self.keys[row]
+            for i in range(row, len(self.keys)):  # the entries after it move up one row
+                self.rows[self.keys[i]] = i
+            self._spent_rows.delete(row)
+            self._deficit_rows.delete(row)
+            if self._alloc_rows is not None:
+                self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
+        else:
+            keep = np.ones(len(self.keys), dtype=bool)
+            keep[gone] = False
+            self.keys = [k for k, kept in zip(self.keys, keep.tolist()) if kept]
+            self.rows = {k: i for i, k in enumerate(self.keys)}
+            self._spent_rows.replace(self._spent[keep])
+            self._deficit_rows.replace(self._deficit[keep])
+            if self._alloc_rows is not None:
+                self._alloc_rows = self._alloc_rows[keep]
         self.version += 1
-        if len(key) > 1:
-            self._pairs -= 1
 
     def entries_of(self, job_id: str) -> list[Key]:
         """The entries `job_id` belongs to (alone, and in pairs), in entry order."""
