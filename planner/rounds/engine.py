@@ -577,7 +577,8 @@ class Engine:
         self.mech.record_round([(p.jobs, type_index[p.worker_type]) for p in placements], elapsed)
         for jid in finished:
             outcomes[jid].finish_s = finish[jid]
-            self._complete(jid)
+        if finished:
+            self._complete(*finished)
         self.t = end
         return record
 
@@ -614,17 +615,19 @@ class Engine:
             finish.update({jid: slowest for jid in p.jobs})
         return slowest
 
-    def _complete(self, jid: str) -> None:
-        del self.active[jid]
-        self._type_number.pop(jid, None)
-        entries = self.mech.entries_of(jid)
+    def _complete(self, *job_ids: str) -> None:
+        """These jobs leave: out of the active set and, with every entry they are in, the books."""
+        for jid in job_ids:
+            del self.active[jid]
+            self._type_number.pop(jid, None)
+        entries = self.mech.entries_of(*job_ids)
         self.mech.remove_many(entries)
         for key in entries:
             self._rates.pop(key, None)
             self._runnable.pop(key, None)
             self._scale.pop(key, None)
         self.need_update = True
-        self.finished += 1
+        self.finished += len(job_ids)
 
     # whole runs ------------------------------------------------------------
     def run(self, on_round: Callable[[RoundRecord, int, int], None] | None = None) -> EngineResult:

@@ -277,11 +277,14 @@ class RoundMechanism:
                 self._alloc_rows = self._alloc_rows[keep]
         self.version += 1
 
-    def entries_of(self, job_id: str) -> list[Key]:
-        """The entries `job_id` belongs to (alone, and in pairs), in entry order."""
+    def entries_of(self, *job_ids: str) -> list[Key]:
+        """The entries any of `job_ids` belongs to (alone, and in pairs), in entry order."""
         if not self._pairs:
-            return [(job_id,)] if (job_id,) in self.rows else []
-        return [k for k in self.keys if job_id in k]
+            return [(jid,) for jid in job_ids if (jid,) in self.rows]
+        if len(job_ids) == 1:
+            return [k for k in self.keys if job_ids[0] in k]
+        ids = set(job_ids)
+        return [k for k in self.keys if not ids.isdisjoint(k)]
 
     def _alloc_matrix(self) -> np.ndarray:
         """`alloc` as (entries, types) rows in entry order; zeros for an entry without one."""
