@@ -314,3 +314,31 @@ def test_an_lp_solved_before_gets_the_same_answer_without_a_solve():
         again = policy.allocate(problem)
     assert len(loaded) == 1  # the second LP was the same: no solve
     assert again.x.tobytes() == first.x.tobytes() and again.objective == first.objective
+
+
+def test_interior_point_that_stops_short_is_finished_by_crossover(monkeypatch):
+    """A degenerate LP on which HiGHS's interior point method alone ends 'Unknown' (found by
+    hypothesis in test_mechanism): the policy still returns the optimal allocation."""
+    tput = [
+        [0, 1, 0],
+        [2, 1, 0],
+        [1, 0, 0],
+        [1, 0, 0],
+        [1, 0, 0],
+        [1, 0, 0],
+        [1, 0, 0],
+        [0, 1, 0],
+        [1, 3, 0],
+        [1, 0, 0],
+    ]
+    problem = make_problem(tput, capacity=[3.0, 3.0, 3.0])
+    vertex = make_policy("max_sum_throughput_perf", method="simplex").allocate(problem)
+    with monkeypatch.context() as patched:
+        patched.setattr(highs, "_option", lambda solver, name: "on")  # as if crossover were not off: no retry
+        with pytest.raises(SolverError, match="Unknown"):
+            make_policy("max_sum_throughput_perf", method="ipm").allocate(problem)
+    ipm = make_policy("max_sum_throughput_perf", method="ipm").allocate(problem)
+    assert ipm.objective == pytest.approx(vertex.objective, rel=1e-7)
+    assert (ipm.x.sum(axis=1) <= 1 + 1e-7).all() and (ipm.x.sum(axis=0) <= 3 + 1e-7).all()
+    assert highs.highs_options("ipm")["run_crossover"] == "off"  # the shared solver keeps its options
+    assert highs._option(highs._solver(highs.highs_options("ipm")), "run_crossover") == "off"

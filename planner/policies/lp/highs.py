@@ -99,11 +99,16 @@ def run_loaded(
 ) -> tuple[np.ndarray, float] | None:
     """Solve the loaded model: (values, objective), or None when infeasible and
     `allow_infeasible`; any other end but optimal raises SolverError."""
-    try:
-        solver.run()
-    except Exception as exc:  # solver crashed: report, never return a partial allocation
-        raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
-    status = solver.getModelStatus()
+    status = _run(solver, policy)
+    if status == highspy.HighsModelStatus.kUnknown and _option(solver, "run_crossover") == "off":
+        # The interior point method without crossover can stop short of its tolerances on a
+        # degenerate LP ('Unknown'); crossover from where it stopped reaches an optimal vertex.
+        # Only such LPs take this path: every other answer stays as it was.
+        solver.setOptionValue("run_crossover", "on")
+        try:
+            status = _run(solver, policy)
+        finally:
+            solver.setOptionValue("run_crossover", "off")
     if allow_infeasible and status in (
         highspy.HighsModelStatus.kInfeasible,
         highspy.HighsModelStatus.kUnboundedOrInfeasible,
@@ -114,6 +119,19 @@ def run_loaded(
             f"{policy}: HiGHS ended '{solver.modelStatusToString(status)}', not optimal; no allocation was produced"
         )
     return np.asarray(solver.getSolution().col_value, dtype=float), float(solver.getInfo().objective_function_value)
+
+
+def _option(solver: highspy.Highs, name: str) -> object:
+    value = solver.getOptionValue(name)
+    return value[1] if isinstance(value, tuple) else value  # (status, value) in recent highspy
+
+
+def _run(solver: highspy.Highs, policy: str) -> highspy.HighsModelStatus:
+    try:
+        solver.run()
+    except Exception as exc:  # solver crashed: report, never return a partial allocation
+        raise SolverError(f"{policy}: HiGHS failed: {exc}") from None
+    return solver.getModelStatus()
 
 
 def row_duals(solver: highspy.Highs, rows: np.ndarray) -> np.ndarray:
