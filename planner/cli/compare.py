@@ -63,7 +63,7 @@ def compare_command(
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=as_json,
+        disable=as_json or not err.is_terminal,  # a log gets no bar (nor its blank line)
     ) as bar:
         task = bar.add_task("compare", total=len(chosen), last="")
         result = compare_policies(

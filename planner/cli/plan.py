@@ -162,7 +162,7 @@ def plan(
             TimeElapsedColumn(),
             console=err,
             transient=True,
-            disable=as_json,
+            disable=as_json or not err.is_terminal,  # a log gets no bar (nor its blank line)
         ) as bar:
             task = bar.add_task("plan", total=None)
             planned = plan_batch(

@@ -274,7 +274,7 @@ def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=N
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=quiet,
+        disable=quiet or not err.is_terminal,  # a log gets no bar (nor its blank line)
     ) as bar:
         task = bar.add_task("simulate", total=None, sim_h=0.0, active=0)
 

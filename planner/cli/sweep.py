@@ -179,7 +179,7 @@ def _run_with_progress(
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=quiet,
+        disable=quiet or not err.is_terminal,  # a log gets no bar (nor its blank line)
     ) as bar:
         task = bar.add_task("sweep", total=len(spec.points()), last="")
 
