@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
@@ -38,6 +38,11 @@ class Allocation:
     # Packing policies: time fractions of co-located pairs, keyed by (job id, job id).
     pair_x: dict[tuple[str, str], np.ndarray] | None = None
     info: dict = field(default_factory=dict)
+
+    def summary(self) -> Allocation:
+        """The same record without its per-job parts (x with no rows, no pairs, no info):
+        what a run keeps of its earlier re-solves."""
+        return replace(self, x=np.zeros((0, self.x.shape[1])), pair_x=None, info={})
 
 
 class Policy(Protocol):

@@ -184,6 +184,8 @@ class Engine:
         self.active: dict[str, Job] = {}
         self.outcomes: dict[str, JobOutcome] = {}
         self.rounds: list[RoundRecord] = []
+        # Every re-solve; only the first and the latest keep their allocation in full (a long
+        # packed plan re-solves hundreds of times, each with ~10^5 pair shares).
         self.solves: list[Solve] = []
         self.last_solve: Solve | None = None
         self.busy = {w: 0.0 for w in self.types}
@@ -422,6 +424,9 @@ class Engine:
                 mech.add_pair(pair)
         mech.remove_many([k for k in mech.keys if len(k) > 1 and k not in alloc])  # pairs the policy dropped
         mech.set_allocation(alloc)
+        if len(self.solves) > 1:  # the one before stops being the latest: keep its summary
+            before = self.solves[-1]
+            self.solves[-1] = Solve(before.time_s, before.job_ids, before.allocation.summary())
         self.last_solve = Solve(t, problem.job_ids, allocation)
         self.solves.append(self.last_solve)
         type_order = self.config.type_order
