@@ -203,7 +203,8 @@ def pair_allocation(
             _pair_within_kind(shares, own, j, job_ids, m)
         elif _handles_kind_pair(pairs.kinds[a], pairs.kinds[b]):
             _pair_across_kinds(shares, own, groups.get((j, b, a), []), j, job_ids, m)
-    return {key: np.array(row, dtype=float) for key, row in shares.items()}
+    rows = np.array(list(shares.values()), dtype=float).reshape(len(shares), m)  # one array, a row per pair
+    return dict(zip(shares, rows))
 
 
 def _jobs_by_cell_kind(
@@ -249,9 +250,16 @@ def _pair_across_kinds(
     total = sum(v for _, v in own)
     if total <= 0:
         return
-    for ia, za in own:
-        for ib, zb in other:
-            _add(shares, job_ids[ia], job_ids[ib], j, za * zb / total, m)
+    partners = [(job_ids[ib], zb) for ib, zb in other]
+    get = shares.get
+    for ia, za in own:  # `_add` inlined: this loop runs once per job pair (10^5 of them at 2048 jobs)
+        a = job_ids[ia]
+        for b, zb in partners:
+            key = (a, b) if a < b else (b, a)
+            row = get(key)
+            if row is None:
+                row = shares[key] = [0.0] * m
+            row[j] += za * zb / total
 
 
 def _add(shares: dict[tuple[str, str], list[float]], a: str, b: str, j: int, value: float, m: int) -> None:
