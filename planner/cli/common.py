@@ -9,6 +9,7 @@ from typing import Any, NoReturn, TypeVar
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from planner.errors import InputError, SolverError
@@ -33,6 +34,22 @@ def one_line(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def progress_bar(label: str, detail: str, *, hidden: bool = False) -> Progress:
+    """The commands' bar on stderr: `label` (rich markup), bar, done/total, `detail` (a format
+    over the task's fields), elapsed time. Shown on a terminal only: a log gets no bar (nor
+    the blank line rich leaves), and --json/--quiet runs pass `hidden`."""
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(detail),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=hidden or not err.is_terminal,
+    )
 
 
 F = TypeVar("F", bound=Callable[..., Any])

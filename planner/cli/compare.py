@@ -8,10 +8,9 @@ from typing import Optional
 
 import typer
 from rich import box
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, out, styled
+from planner.cli.common import check_method, out, progress_bar, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -55,16 +54,7 @@ def compare_command(
     spec = load_cluster(cluster)
     job_list = read_trace(jobs, thr, spec)
     chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else default_policies(thr)
-    with Progress(
-        TextColumn("[bold]compare[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("policies {task.fields[last]}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=as_json or not err.is_terminal,  # a log gets no bar (nor its blank line)
-    ) as bar:
+    with progress_bar("[bold]compare[/]", "policies {task.fields[last]}", hidden=as_json) as bar:
         task = bar.add_task("compare", total=len(chosen), last="")
         result = compare_policies(
             thr,

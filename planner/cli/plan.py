@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, hours, one_line, out, styled
+from planner.cli.common import check_method, err, hours, one_line, out, progress_bar, styled
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
@@ -154,16 +153,7 @@ def plan(
     )
     # A plan of K rounds is bounded work: no collector passes over its many small objects.
     with collector_paused(options.rounds is not None and not until_done):
-        with Progress(
-            TextColumn("planning"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("jobs finished"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-            disable=as_json or not err.is_terminal,  # a log gets no bar (nor its blank line)
-        ) as bar:
+        with progress_bar("planning", "jobs finished", hidden=as_json) as bar:
             task = bar.add_task("plan", total=None)
             planned = plan_batch(
                 table,

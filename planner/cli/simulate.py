@@ -9,10 +9,9 @@ from typing import Optional
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import check_method, err, hours, out, styled
+from planner.cli.common import check_method, hours, out, progress_bar, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -265,16 +264,10 @@ def simulate_command(
 
 
 def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None):
-
-    with Progress(
-        TextColumn(f"[bold]{escape(label)}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=quiet or not err.is_terminal,  # a log gets no bar (nor its blank line)
+    with progress_bar(
+        f"[bold]{escape(label)}[/]",
+        "window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active",
+        hidden=quiet,
     ) as bar:
         task = bar.add_task("simulate", total=None, sim_h=0.0, active=0)
 

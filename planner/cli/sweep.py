@@ -8,10 +8,9 @@ from typing import Optional
 
 import typer
 from rich import box
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from planner.cli.common import err, one_line, out, styled
+from planner.cli.common import err, one_line, out, progress_bar, styled
 from planner.cli.simulate import parse_window
 from planner.errors import InputError
 from planner.formats.inputs import load_cluster, load_table
@@ -171,16 +170,7 @@ def _run_with_progress(
 ) -> list[dict]:
     """run_sweep behind a progress bar; warnings as one line each; SIGTERM/SIGINT: say what
     was kept and exit 128 + the signal's number."""
-    with Progress(
-        TextColumn("[bold]sweep[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[last]}"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=quiet or not err.is_terminal,  # a log gets no bar (nor its blank line)
-    ) as bar:
+    with progress_bar("[bold]sweep[/]", "{task.fields[last]}", hidden=quiet) as bar:
         task = bar.add_task("sweep", total=len(spec.points()), last="")
 
         def on_point(rec, done, total):
