@@ -44,7 +44,8 @@ def plan(
         "-s",
         help="Next-round mode: planner state to continue from (created on the first "
         "call, then updated); plans --rounds (default 1) rounds. "
-        "Same as 'rota plan-next'.",
+        "'rota plan-next' does the same and takes more options (--state-version, --lock-timeout, "
+        "--observed-min, --no-observed).",
     ),
     progress: Optional[Path] = typer.Option(
         None, "--progress", help="Next-round mode: progress reported by the launcher (see docs/launchers.md)."
