@@ -288,7 +288,7 @@ def test_removing_entries_together_equals_one_at_a_time(n_jobs, pair_mask, drop,
     together, one_by_one = built(), built()
     together.remove_many(gone)
     for key in gone:
-        one_by_one.remove(key)
+        one_by_one.remove_many([key])
     assert together.keys == one_by_one.keys == [k for k in entries if k not in gone]
     assert together.rows == one_by_one.rows == {k: i for i, k in enumerate(together.keys)}
     assert together._pairs == one_by_one._pairs == sum(len(k) > 1 for k in together.keys)

@@ -242,9 +242,6 @@ class RoundMechanism:
         self._alloc_rows = None  # rebuilt once when next read, not once per entry added
         self.version += 1
 
-    def remove(self, key: Key) -> None:
-        self.remove_many([key])
-
     def remove_many(self, keys: Collection[Key]) -> None:
         """Drop these entries (unknown ones are ignored); the others keep their order.
 
@@ -278,11 +275,10 @@ class RoundMechanism:
         self.version += 1
 
     def entries_of(self, *job_ids: str) -> list[Key]:
-        """The entries any of `job_ids` belongs to (alone, and in pairs), in entry order."""
+        """The entries any of `job_ids` belongs to (alone, and in pairs); without pairs, in
+        the order given (no scan of the books), else in entry order."""
         if not self._pairs:
             return [(jid,) for jid in job_ids if (jid,) in self.rows]
-        if len(job_ids) == 1:
-            return [k for k in self.keys if job_ids[0] in k]
         ids = set(job_ids)
         return [k for k in self.keys if not ids.isdisjoint(k)]
 
