@@ -43,12 +43,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import planner.modes.simulate as simulate  # noqa: E402
+import planner.policies.lp.highs as highs  # noqa: E402
 from planner.formats.atomic import write_text_atomic  # noqa: E402
 from planner.formats.cluster import parse_cluster
 from planner.formats.gavel_json import import_gavel  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
-import planner.policies.lp.highs as highs  # noqa: E402
 from planner.policies.lp.highs import forget_answers  # noqa: E402
 
 GAVEL_TABLE = ROOT / "data" / "gavel" / "simulation_throughputs.json"

@@ -142,14 +142,14 @@ def test_no_solver_banner_on_stdout():
 def solved_lps(allocate) -> list[MatrixLP]:
     """The LPs `allocate()` hands to HiGHS, as they were when loaded."""
     seen: list[MatrixLP] = []
-    original = highs.highs_model
+    original = highs.pass_model
 
-    def recording(lp: MatrixLP):
+    def recording(solver, lp: MatrixLP):
         seen.append(copy.deepcopy(lp))
-        return original(lp)
+        return original(solver, lp)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(highs, "highs_model", recording)
+        patch.setattr(highs, "pass_model", recording)
         highs.forget_answers()  # an LP an earlier example solved would not reach HiGHS again
         allocate()
     return seen
@@ -307,9 +307,9 @@ def test_an_lp_solved_before_gets_the_same_answer_without_a_solve():
     policy = make_policy("max_min_fairness_perf")
     highs.forget_answers()
     loaded: list[MatrixLP] = []
-    original = highs.highs_model
+    original = highs.pass_model
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(highs, "highs_model", lambda lp: loaded.append(lp) or original(lp))
+        patch.setattr(highs, "pass_model", lambda solver, lp: loaded.append(lp) or original(solver, lp))
         first = policy.allocate(problem)
         again = policy.allocate(problem)
     assert len(loaded) == 1  # the second LP was the same: no solve
