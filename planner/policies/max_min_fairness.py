@@ -48,7 +48,9 @@ class MaxMinFairness:
     def allocate(self, problem: Problem) -> Allocation:
         started = time.perf_counter()
         seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
-        factor = problem.scale / (problem.weight * prop)
+        # A job that runs nowhere (prop 0) has no cells, so its factor is never used: 0, not inf.
+        denominator = problem.weight * prop
+        factor = np.divide(problem.scale, denominator, out=np.zeros(len(prop)), where=denominator > 0)
         space = build_space(problem, seen, problem.weight, packed=self.packed, aggregate=self.aggregate)
         lp, column = max_min_lp(space, factor[space.classes.representative])
         build_s = time.perf_counter() - started
