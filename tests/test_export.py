@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -205,6 +206,22 @@ def test_slurm_scripts(packed_schedule, tmp_path):
     assert any(len(a["jobs"]) == 2 for r in by_round.values() for a in r), "co-located pairs exported"
     for path in [tmp_path / "driver.sh", *scripts[:5]]:
         subprocess.run(["bash", "-n", str(path)], check=True)
+
+
+@pytest.mark.parametrize("fmt", ["slurm", "kubernetes", "ray"])
+@pytest.mark.parametrize(("mask", "plain", "script"), [(0o022, 0o644, 0o755), (0o077, 0o600, 0o700)])
+def test_exported_files_follow_the_umask(packed_schedule, tmp_path, fmt, mask, plain, script):
+    """Job commands in manifests and batch scripts are readable by whom the umask allows, no more."""
+    old = os.umask(mask)
+    try:
+        files = export_schedule(fmt, load_context(packed_schedule), tmp_path / "out")
+    finally:
+        os.umask(old)
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in files}
+    executable = {name for name, mode in modes.items() if mode & 0o100}
+    assert executable, "each export has a driver to run"
+    assert {modes[name] for name in executable} == {script}
+    assert {mode for name, mode in modes.items() if name not in executable} == {plain}
 
 
 def test_slurm_uneven_gang_asks_for_its_total(uneven_schedule, tmp_path):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
-from planner.formats.atomic import write_text_atomic
+from planner.formats.atomic import atomic_path
 from planner.formats.cluster import Cluster, read_cluster
 from planner.formats.fields import Where, is_blank, parse_int, required_text
 from planner.formats.schedule import SCHEDULE_FORMAT, Assignment, JobEntry, Round, Schedule, read_schedule
@@ -458,14 +458,14 @@ def assignment_label(assignment: Assignment) -> str:
 
 
 def write_files(out_dir: Path, files: dict[str, str], executable: Iterable[str] = ()) -> list[Path]:
-    """Write each relative path atomically; return the paths in the order given."""
+    """Write each relative path atomically, with the permissions the umask allows (scripts
+    in `executable` also executable); return the paths in the order given."""
     executable = set(executable)
     written = []
     for rel, text in files.items():
         target = out_dir / rel
-        write_text_atomic(target, text)
-        mode = 0o755 if rel in executable else 0o644
-        os.chmod(target, mode)
+        with atomic_path(target, mode=0o777 if rel in executable else 0o666) as tmp:
+            tmp.write_text(text, encoding="utf-8")
         written.append(target)
     return written
 
