@@ -555,3 +555,22 @@ def test_export_refuses_invalid_schedule_and_unknown_format(packed_schedule, tmp
     assert not (tmp_path / "x").exists()
     result = runner.invoke(_app(), ["export", "lsf", str(packed_schedule), "--out", str(tmp_path / "y")])
     assert result.exit_code == 2 and "unknown export format 'lsf'" in result.output
+
+
+@pytest.mark.parametrize("fmt", ["slurm", "k8s", "ray"])
+@pytest.mark.parametrize("grace", ["-5", "0", "nan", "inf"])
+def test_export_refuses_a_grace_that_is_not_a_positive_number(packed_schedule, tmp_path, fmt, grace):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(_app(), ["export", fmt, str(packed_schedule), "--out", str(out), "--grace", grace])
+    assert result.exit_code == 2, result.output
+    assert "field '--grace': expected a positive number of seconds" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_export_cuts_a_grace_longer_than_half_the_round_and_says_so(packed_schedule, tmp_path):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(_app(), ["export", "slurm", str(packed_schedule), "--out", str(out), "--grace", "1000"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --grace 1000 s is more than half the 360 s round: 180 s used" in result.output
+    script = next(out.glob("round-*/*.sbatch")).read_text()
+    assert "--signal=B:USR1@180" in script and "ROTA_GRACE_S=180" in script

@@ -31,7 +31,11 @@ def export_command(
     ] = None,
     default_command: Annotated[Optional[str], typer.Option(help="Command for jobs without one.")] = None,
     grace: Annotated[
-        float, typer.Option("--grace", help="Seconds between SIGTERM (checkpoint) and the round's end.")
+        float,
+        typer.Option(
+            "--grace",
+            help="Seconds between SIGTERM (checkpoint) and the round's end (positive; at most half the round).",
+        ),
     ] = 60.0,
     progress_dir: Annotated[
         Optional[str],

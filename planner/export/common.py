@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shlex
@@ -373,9 +374,17 @@ def commands_of(
     ]
 
 
-def grace_for(round_s: float, grace_s: float) -> int:
-    """The signal must come inside the round: at most half of it."""
-    return int(max(1, min(grace_s, round_s // 2)))
+def grace_for(context: ExportContext, grace_s: float) -> int:
+    """Whole seconds of grace: positive, and at most half the round (the signal must come
+    inside it); a longer one is cut, with a note for the user."""
+    if not (grace_s > 0 and math.isfinite(grace_s)):
+        raise InputError(f"expected a positive number of seconds, got {grace_s!r}", field="--grace")
+    half = context.round_s // 2
+    if grace_s > half:
+        context.notes.append(
+            f"--grace {grace_s:g} s is more than half the {context.round_s:g} s round: {half:g} s used"
+        )
+    return int(max(1, min(grace_s, half)))
 
 
 def parse_map(pairs: list[str] | dict[str, str] | None, what: str) -> dict[str, str]:

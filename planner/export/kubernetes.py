@@ -336,7 +336,7 @@ def export_kubernetes(
     require_valid(context)
     product_of, warnings = gpu_products(context, products, label_key)
     context.notes.extend(warnings)
-    grace = grace_for(context.round_s, grace_s)
+    grace = grace_for(context, grace_s)
     files: dict[str, str] = {}
     rounds = []
     for rnd in context.document.rounds:

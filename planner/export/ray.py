@@ -123,7 +123,7 @@ def export_ray(
     plan = ray_plan(
         context,
         accelerator_types=overrides,
-        grace_s=grace_for(context.round_s, grace_s),
+        grace_s=grace_for(context, grace_s),
         node_resource=(node_resource or DEFAULT_NODE_RESOURCE) if pin_nodes else None,
         placement_timeout_s=timeout,
         progress_dir=progress_dir,

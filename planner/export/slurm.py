@@ -191,7 +191,7 @@ def export_slurm(
     **_ignored,
 ) -> list[Path]:
     require_valid(context)
-    grace = grace_for(context.round_s, grace_s)
+    grace = grace_for(context, grace_s)
     extra = [_sbatch_option(o) for o in sbatch_options]
     files: dict[str, str] = {}
     rounds = []
