@@ -200,6 +200,27 @@ def test_plan_multi_level_fairness(tmp_path):
     assert result.exit_code == 2 and "no weight" in result.output
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--entity-policy", "nlp=fifo"], "field '--entity-policy': needs --entity-weights"),
+        (
+            ["--entity-weights", "vision=2,nlp=1,ads=1,rl=1", "--entity-policy", "nlp=foo"],
+            "field '--entity-policy': entity 'nlp': policy must be one of fairness, fifo, got 'foo'",
+        ),
+    ],
+)
+def test_plan_refuses_entity_options_it_would_ignore_or_misread(tmp_path, options, message):
+    result, out = plan(tmp_path, "--policy", "max_min_fairness_water_filling_perf", *options)
+    assert result.exit_code == 2 and message in result.output and not out.exists()
+
+
+def test_plan_refuses_entity_weights_for_a_policy_without_entities(tmp_path):
+    result, out = plan(tmp_path, "--policy", "max_min_fairness_perf", "--entity-weights", "vision=2")
+    assert result.exit_code == 2 and not out.exists()
+    assert "field '--entity-weights': policy 'max_min_fairness_perf' ignores entities" in result.output
+
+
 def _leaf_commands(group, prefix=()):
     for name, command in group.commands.items():
         if hasattr(command, "commands"):  # a command group

@@ -26,6 +26,7 @@ from planner.modes.collector import collector_paused
 from planner.modes.next_round import next_round, replayed_round
 from planner.modes.plan import PlanOptions, plan_batch, restart_summary, schedule_files, write_plan_outputs
 from planner.modes.state import read_progress, read_state
+from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.text import duration
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -138,8 +139,10 @@ def plan(
         if rounds is not None:
             raise InputError("give --rounds or --horizon, not both", field="--horizon")
         rounds = max(1, math.ceil(parse_duration(horizon, "--horizon") / round_length))
+    chosen_policy = policy or PlanOptions.policy
+    check_entity_options(chosen_policy, entity_weights, entity_policy)
     options = PlanOptions(
-        policy=policy or PlanOptions.policy,
+        policy=chosen_policy,
         round_s=round_length,
         method=method or DEFAULT_METHOD,
         aggregate=not no_aggregate,
@@ -183,6 +186,26 @@ def plan(
         )
         return
     _print_plan_summary(schedule, result, out_path, csv_path, estimated)
+
+
+def check_entity_options(policy: str, weights: str | None, policies: str | None) -> None:
+    """Entity options that the plan would ignore, or a policy the entities cannot have: errors."""
+    if weights is not None and policy not in HIERARCHICAL_POLICIES:
+        raise InputError(
+            f"policy {policy!r} ignores entities; multi-level fairness needs one of: "
+            + ", ".join(HIERARCHICAL_POLICIES),
+            field="--entity-weights",
+        )
+    if policies is None:
+        return
+    if weights is None:
+        raise InputError("needs --entity-weights (the entities' shares)", field="--entity-policy")
+    for entity, name in _parse_mapping(policies, "--entity-policy", str).items():
+        if name not in ENTITY_POLICIES:
+            raise InputError(
+                f"entity {entity!r}: policy must be one of {', '.join(ENTITY_POLICIES)}, got {name!r}",
+                field="--entity-policy",
+            )
 
 
 def _parse_mapping(text: str, option: str, kind):

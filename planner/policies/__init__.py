@@ -154,6 +154,9 @@ REGISTRY: dict[str, tuple[Callable[[PolicyOptions], Policy], str, str]] = {
 }
 
 POLICY_NAMES = list(REGISTRY)
+# The policies that read entity weights and per-entity policies (multi-level fairness).
+HIERARCHICAL_POLICIES = tuple(name for name in REGISTRY if name.startswith("max_min_fairness_water_filling"))
+ENTITY_POLICIES = ("fairness", "fifo")  # what one entity's jobs share by
 
 
 def describe_policies() -> dict[str, dict[str, str]]:
@@ -176,4 +179,13 @@ def make_policy(name: str, options: PolicyOptions | None = None, **overrides) ->
     return REGISTRY[name][0](options)
 
 
-__all__ = ["Allocation", "Policy", "PolicyOptions", "POLICY_NAMES", "make_policy", "describe_policies"]
+__all__ = [
+    "Allocation",
+    "Policy",
+    "PolicyOptions",
+    "POLICY_NAMES",
+    "HIERARCHICAL_POLICIES",
+    "ENTITY_POLICIES",
+    "make_policy",
+    "describe_policies",
+]
