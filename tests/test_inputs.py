@@ -87,7 +87,8 @@ def test_example_jobs(inputs):
         ("a,ResNet-18,64,1,nan", "total_steps", "NaN"),
         ("a,ResNet-18,64,1,", "total_steps", "exactly one"),
         (",ResNet-18,64,1,10", "job_id", "required"),
-        ("a,Recommendation,1024,2,10", "batch_size", "unknown job type"),
+        ("a,Recommendation,1024,2,10", "scale_factor", "(it has scale factors 1)"),
+        ("a,ResNet-18,64,3,10", "scale_factor", "(it has scale factors 1, 2, 4)"),
     ],
 )
 def test_bad_jobs(tmp_path, inputs, body, field, message):

@@ -143,6 +143,13 @@ def _checked_job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> Job
         )
     job_type = JobType(model, batch, scale)
     if not any(table.has(w, job_type) for w in table.worker_types):
+        scales = sorted({t.scale_factor for t in table.job_types if (t.model, t.batch_size) == (model, batch)})
+        if scales:  # the model and batch size are there: the scale factor is what no row has
+            raise at.error(
+                "scale_factor",
+                f"no row for {job_type.label!r} in the throughput table {table.path} "
+                f"(it has scale factors {', '.join(map(str, scales))})",
+            )
         raise at.error(
             "batch_size", f"unknown job type {job_type.label!r}: no such row in the throughput table {table.path}"
         )
