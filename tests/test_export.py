@@ -574,3 +574,38 @@ def test_export_cuts_a_grace_longer_than_half_the_round_and_says_so(packed_sched
     assert "warning: --grace 1000 s is more than half the 360 s round: 180 s used" in result.output
     script = next(out.glob("round-*/*.sbatch")).read_text()
     assert "--signal=B:USR1@180" in script and "ROTA_GRACE_S=180" in script
+
+
+@pytest.mark.parametrize(
+    ("fmt", "option", "value", "message"),
+    [
+        ("k8s", "--gpu-resource", "x y", "field '--gpu-resource': 'x y' is not a valid resource name"),
+        ("k8s", "--image", "img\nfoo: bar", "field '--image': 'img\\nfoo: bar' is not an image reference"),
+        ("k8s", "--image", "", "field '--image': '' is not an image reference"),
+    ],
+)
+def test_export_names_the_option_a_bad_value_came_from(packed_schedule, tmp_path, fmt, option, value, message):
+    out = tmp_path / "out"
+    result = CliRunner().invoke(_app(), ["export", fmt, str(packed_schedule), "--out", str(out), option, value])
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("fmt", ["slurm", "csv"])
+def test_export_into_an_existing_file_is_refused_and_the_file_kept(packed_schedule, tmp_path, fmt):
+    target = tmp_path / "schedule-copy.json"
+    target.write_text("keep me")
+    result = CliRunner().invoke(_app(), ["export", fmt, str(packed_schedule), "--out", str(target)])
+    assert result.exit_code == 2 and "exists and is not a folder" in result.output, result.output
+    assert target.read_text() == "keep me"
+
+
+def test_export_of_a_schedule_running_a_job_no_list_knows_says_so(packed_schedule, tmp_path):
+    schedule = json.loads(packed_schedule.read_text())
+    schedule["rounds"][0]["assignments"][0]["jobs"] = ["../../x"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(schedule))
+    result = CliRunner().invoke(_app(), ["export", "slurm", str(bad), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "field 'job_id': the schedule runs job '../../x', which is not in the job list" in result.output
+    assert not (tmp_path / "out").exists()

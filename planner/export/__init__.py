@@ -59,7 +59,10 @@ def canonical_format(name: str) -> str:
 
 
 def export_schedule(fmt: str, context: ExportContext, out_dir: str | Path, **options: Any) -> list[Path]:
-    return REGISTRY[canonical_format(fmt)].exporter()(context, Path(out_dir), **options)
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("exists and is not a folder: give a folder for the launcher files", path=out_dir)
+    return REGISTRY[canonical_format(fmt)].exporter()(context, out_dir, **options)
 
 
 __all__ = [

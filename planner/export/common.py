@@ -16,7 +16,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -180,11 +180,21 @@ def _fill_commands(
     default_command: str | None,
     records: Mapping[str, Mapping[str, Any]],
     where: Path,
+    listed: Collection[str],
 ) -> None:
-    """Every scheduled job gets a command: its own, else `default_command`, else InputError."""
+    """Every scheduled job gets a command: its own, else `default_command`, else InputError.
+    `listed`: the jobs the schedule's entries or the job list know (a job neither knows is
+    a broken schedule, not a missing command)."""
     for jid in scheduled:
         if jid in commands:
             continue
+        if default_command is None and jid not in listed:
+            raise InputError(
+                f"the schedule runs job {jid!r}, which is not in the job list; "
+                "check the schedule with 'rota schedule validate'",
+                path=where,
+                field="job_id",
+            )
         if default_command is None:
             raise InputError(
                 f"no command for job {jid!r}: add a 'command' column to the job list, or give --default-command",
@@ -225,7 +235,8 @@ def load_context(
     if thr is not None and any(j not in types for j in scheduled):
         skipped.append("throughput checks of jobs whose model is unknown (no job list)")
     if need_commands:
-        _fill_commands(commands, scheduled, default_command, records, jobs_path or schedule_path)
+        listed = set(records) | set(entries if isinstance(entries, dict) else ())
+        _fill_commands(commands, scheduled, default_command, records, jobs_path or schedule_path, listed)
     return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped)
 
 

@@ -329,6 +329,12 @@ def export_kubernetes(
         raise InputError(f"{label_key!r} is not a valid label key", field="--label-key")
     if namespace and not (_DNS_LABEL.match(namespace) and len(namespace) <= 63):
         raise InputError(f"{namespace!r} is not a valid namespace (a DNS label)", field="--namespace")
+    if not _LABEL_KEY.match(gpu_resource):
+        raise InputError(f"{gpu_resource!r} is not a valid resource name", field="--gpu-resource")
+    if not image or any(ch.isspace() or not ch.isprintable() for ch in image):
+        raise InputError(
+            f"{image!r} is not an image reference (empty, or with spaces or control characters)", field="--image"
+        )
     products = parse_map(gpu_product, "--gpu-product")
     unknown = set(products) - set(context.cluster.names)
     if unknown:
