@@ -164,3 +164,19 @@ def test_csv_records_errors_name_file_and_row(tmp_path, text, expected):
         read_csv_records(path)
     assert str(caught.value).startswith(str(path)) and expected in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("steps,duration", [("100", ""), ("", "3600")])
+def test_reference_worker_type_must_be_a_type_of_the_table(tmp_path, inputs, steps, duration):
+    table, cluster = inputs
+    header = "job_id,model,batch_size,scale_factor,total_steps,duration_s,reference_worker_type"
+    path = write_jobs(tmp_path, f"a,ResNet-18,64,1,{steps},{duration},h100", header=header)
+    with pytest.raises(InputError, match=r"row 1: field 'reference_worker_type': 'h100' is not a worker type of"):
+        read_jobs(path, table=table, cluster=cluster)
+    known = table.worker_types[0]
+    jobs = read_jobs(
+        write_jobs(tmp_path, f"a,ResNet-18,64,1,{steps},{duration},{known}", header=header),
+        table=table,
+        cluster=cluster,
+    )
+    assert jobs[0].total_steps > 0

@@ -267,7 +267,7 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
         + f"{solver['status']}"
         + (f", objective {solver['objective']:.6g}" if solver["objective"] is not None else "")
         + f", build {solver['build_s'] * 1000:.1f} ms, solve {solver['solve_s'] * 1000:.1f} ms"
-        + (f", {solver['n_classes']} job classes" if solver["n_classes"] else "")
+        + (f", {solver['n_classes']} job class{'es' * (solver['n_classes'] != 1)}" if solver["n_classes"] else "")
         + f", re-solved {len(solver['resolves'])}x"
     )
     jobs = schedule.jobs

@@ -166,11 +166,14 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
     """total_steps, or duration_s times the job's rate on its reference worker type."""
     steps = _number(raw, "total_steps", at, positive=True)
     duration = _number(raw, "duration_s", at, positive=True)
+    ref = optional_text(raw.get("reference_worker_type"))
+    known = inputs.table.worker_types
+    if ref is not None and ref not in known:  # a typo is an error even where total_steps makes it unused
+        raise at.error("reference_worker_type", f"{ref!r} is not a worker type of the table ({', '.join(known)})")
     if steps is not None and duration is None:
         return check_steps(steps, raw.get("total_steps"), at)
     if steps is not None or duration is None:
         raise at.error("total_steps", "give exactly one of total_steps and duration_s")
-    ref = optional_text(raw.get("reference_worker_type"))
     if ref is None:
         ref = _fastest_type(inputs.table, inputs.cluster, job_type)
     rate = 0.0 if ref is None else inputs.table.solo(ref, job_type)
