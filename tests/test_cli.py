@@ -119,6 +119,8 @@ def test_plan_with_gavel_table(gavel_dir, tmp_path):
 def test_table_commands(tmp_path):
     result = runner.invoke(app, ["table", "show", str(DATA / "throughputs.csv")])
     assert result.exit_code == 0 and "a100" in result.output and "cannot run" in result.output
+    result = runner.invoke(app, ["table", "show", str(DATA / "throughputs.csv"), "--scale-factor", "3"])
+    assert result.exit_code == 2 and "no job type with scale factor 3 (the table has 1, 2, 4)" in result.output
     result = runner.invoke(app, ["table", "validate", str(DATA / "throughputs.csv")])
     assert result.exit_code == 0 and "ok" in result.output
     gavel = tmp_path / "g.json"

@@ -56,6 +56,9 @@ def table_show(
 
     t = read_table(table)
     job_types = [jt for jt in t.job_types if jt.scale_factor == scale_factor]
+    if not job_types:
+        scales = ", ".join(str(s) for s in sorted({jt.scale_factor for jt in t.job_types}))
+        raise InputError(f"no job type with scale factor {scale_factor} (the table has {scales})", path=table)
     matrix = {jt.name: {w: (t.solo(w, jt) if t.has(w, jt) else None) for w in t.worker_types} for jt in job_types}
     if as_json:
         stdout.print_json(json.dumps(matrix))
