@@ -105,10 +105,12 @@ def slurm_command(
         typer.Option(help="Extra #SBATCH option for every job (repeatable), e.g. --sbatch-option=--time=4:00:00."),
     ] = None,
 ) -> None:
-    """Write one Slurm batch job per worker type, pinned to one node of that type, that runs
-    `rota profile` there into OUT_DIR/shards/<worker type>.csv (rows named by the worker type),
-    a merge job that Slurm starts once all succeeded, writing OUT_DIR/throughputs.csv, and
-    OUT_DIR/submit.sh that submits them (OUT_DIR must be on a file system the nodes share).
+    """Write Slurm batch jobs that profile each worker type on one of its nodes, and merge the tables.
+
+    One batch job per worker type, pinned to one node of that type, runs `rota profile` there
+    into OUT_DIR/shards/<worker type>.csv (rows named by the worker type); a merge job that
+    Slurm starts once all succeeded writes OUT_DIR/throughputs.csv; OUT_DIR/submit.sh submits
+    them (OUT_DIR must be on a file system the nodes share).
 
     Example:
 
@@ -152,10 +154,11 @@ def ray_command(
         typer.Option(help="Prefix of the custom resource each Ray node advertises with its name (as rota export ray)."),
     ] = "node:",
 ) -> None:
-    """Write a plan and its Ray driver: one task per worker type, pinned to one node of that type
-    by its `node:<name>` resource and holding all its GPUs, runs `rota profile` there; the driver
-    saves each table in OUT_DIR/shards/ (no shared file system needed) and merges them into
-    OUT_DIR/throughputs.csv.
+    """Write a Ray plan and driver that profile each worker type on one of its nodes, and merge the tables.
+
+    One task per worker type, pinned to one node of that type by its `node:<name>` resource
+    and holding all its GPUs, runs `rota profile` there; the driver saves each table in
+    OUT_DIR/shards/ (no shared file system needed) and merges them into OUT_DIR/throughputs.csv.
 
     Example:
 

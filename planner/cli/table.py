@@ -45,7 +45,7 @@ _SHOWN = 5  # list at most this many missing solo rows / pairs to measure
 @table_app.command("show")
 @user_errors
 def table_show(
-    table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet)."),
+    table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet).", metavar="TABLE"),
     scale_factor: int = typer.Option(1, "--scale-factor", "-s", help="Show job types with this GPU count."),
     as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON."),
 ):
@@ -78,7 +78,7 @@ def table_show(
 
 @table_app.command("validate")
 @user_errors
-def table_validate(table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet).")):
+def table_validate(table: Path = typer.Argument(..., help="Throughput table (.csv or .parquet).", metavar="TABLE")):
     """Check a throughput table; if it is bad, list every problem (one line each, naming row and field), exit 2.
 
     Example: rota table validate data/throughputs.csv
@@ -109,7 +109,9 @@ def table_validate(table: Path = typer.Argument(..., help="Throughput table (.cs
 @table_app.command("import-gavel")
 @user_errors
 def table_import_gavel(
-    source: Path = typer.Argument(..., help="Gavel throughput JSON (e.g. simulation_throughputs.json)."),
+    source: Path = typer.Argument(
+        ..., help="Gavel throughput JSON (e.g. simulation_throughputs.json).", metavar="SOURCE"
+    ),
     out_path: Path = typer.Option(..., "--out", "-o", help="Table to write (.csv or .parquet)."),
 ):
     """Convert Gavel's throughput JSON into a rota table (lossless).
@@ -125,7 +127,7 @@ def table_import_gavel(
 @table_app.command("export-gavel")
 @user_errors
 def table_export_gavel(
-    table: Path = typer.Argument(..., help="rota table (.csv or .parquet)."),
+    table: Path = typer.Argument(..., help="rota table (.csv or .parquet).", metavar="TABLE"),
     out_path: Path = typer.Option(..., "--out", "-o", help="Gavel JSON to write."),
 ):
     """Write a rota table in Gavel's throughput JSON layout.
@@ -141,7 +143,9 @@ def table_export_gavel(
 @table_app.command("merge")
 @user_errors
 def table_merge(
-    tables: list[Path] = typer.Argument(..., help="Tables to merge; later ones win on duplicate rows (see --strict)."),
+    tables: list[Path] = typer.Argument(
+        ..., help="Tables to merge; later ones win on duplicate rows (see --strict).", metavar="TABLES"
+    ),
     out_path: Path = typer.Option(..., "--out", "-o", help="Merged table to write."),
     strict: bool = typer.Option(
         False, "--strict", help="Fail on two rows with the same key and different values instead (names both)."
@@ -160,7 +164,9 @@ def table_merge(
 @table_app.command("observed")
 @user_errors
 def table_observed(
-    state: Path = typer.Argument(..., help="Next-round planner state (rota.state/v1) of 'rota plan-next'."),
+    state: Path = typer.Argument(
+        ..., help="Next-round planner state (rota.state/v1) of 'rota plan-next'.", metavar="STATE"
+    ),
     out_path: Path = typer.Option(..., "--out", "-o", help="Table of observed rows to write (.csv or .parquet)."),
     table: Path | None = typer.Option(
         None, "--table", "-t", help="Leave out the cells this table measured (default: the state's table)."
