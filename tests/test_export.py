@@ -609,3 +609,18 @@ def test_export_of_a_schedule_running_a_job_no_list_knows_says_so(packed_schedul
     assert result.exit_code == 2, result.output
     assert "field 'job_id': the schedule runs job '../../x', which is not in the job list" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_export_over_an_earlier_one_names_the_round_folders_it_left(packed_schedule, tmp_path):
+    out = tmp_path / "out"
+    export_schedule("slurm", load_context(packed_schedule), out)
+    stale = out / "round-9999"
+    stale.mkdir()
+    (stale / "old.sbatch").write_text("#!/bin/sh\n")
+    context = load_context(packed_schedule)
+    export_schedule("slurm", context, out)
+    assert (stale / "old.sbatch").exists(), "files rota did not just write are never deleted"
+    assert [n for n in context.notes if "1 round folder(s) from an earlier export remain" in n and "round-9999" in n]
+    fresh = load_context(packed_schedule)
+    export_schedule("slurm", fresh, tmp_path / "empty")
+    assert not [n for n in fresh.notes if "earlier export" in n]

@@ -62,7 +62,21 @@ def export_schedule(fmt: str, context: ExportContext, out_dir: str | Path, **opt
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError("exists and is not a folder: give a folder for the launcher files", path=out_dir)
-    return REGISTRY[canonical_format(fmt)].exporter()(context, out_dir, **options)
+    written = REGISTRY[canonical_format(fmt)].exporter()(context, out_dir, **options)
+    _note_stale_rounds(context, out_dir, written)
+    return written
+
+
+def _note_stale_rounds(context: ExportContext, out_dir: Path, written: list[Path]) -> None:
+    """Round folders an earlier export left in `out_dir` stay (rota never deletes files it did
+    not just write), but the user hears of them: the new driver does not run them."""
+    current = {path.parent for path in written}
+    stale = sorted(d.name for d in out_dir.glob("round-*") if d.is_dir() and d not in current)
+    if stale:
+        context.notes.append(
+            f"{len(stale)} round folder(s) from an earlier export remain in {out_dir} ({stale[0]}, ...); "
+            "the new driver does not run them: remove them, or export into an empty folder"
+        )
 
 
 __all__ = [
