@@ -379,3 +379,16 @@ def test_the_cli_starts_without_torch_or_pandas():
     code = "import sys, planner.cli; print(sorted({'torch', 'pandas', 'ray'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_slo_policy_on_jobs_without_deadlines_warns(tmp_path):
+    policy = "max_sum_throughput_normalized_by_cost_perf_SLOs"
+    result, out = plan(tmp_path, "--policy", policy, "--rounds", "1")
+    assert result.exit_code == 0, result.output
+    assert f"has an slo_s, so {policy} planned without deadlines" in result.output and out.exists()
+    jobs = tmp_path / "jobs.csv"
+    rows = (DATA / "jobs.csv").read_text().splitlines()
+    jobs.write_text("\n".join([rows[0] + ",slo_s"] + [r + ",86400" for r in rows[1:]]) + "\n")
+    demo = [a if a != str(DATA / "jobs.csv") else str(jobs) for a in DEMO]
+    result = runner.invoke(app, ["plan", *demo, "--out", str(out), "--policy", policy, "--rounds", "1"])
+    assert result.exit_code == 0 and "without deadlines" not in result.output, result.output

@@ -168,6 +168,9 @@ def plan(
             )
         schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
         write_plan_outputs(schedule, out_path, csv_path)
+    warnings: list[str] = []
+    if options.policy.endswith("_SLOs") and all(job.slo_s is None for job in planned.jobs):
+        warnings.append(f"no job in {jobs} has an slo_s, so {options.policy} planned without deadlines")
     if as_json:
         out.print_json(
             json.dumps(
@@ -181,10 +184,13 @@ def plan(
                     "estimated_throughputs_used": estimated,
                     "jobs": schedule.jobs,
                     **restart_summary(result),
+                    "warnings": warnings,
                 }
             )
         )
         return
+    for warning in warnings:
+        err.print(styled("[yellow]warning:[/] ") + one_line(warning), highlight=False, soft_wrap=True)
     _print_plan_summary(schedule, result, out_path, csv_path, estimated)
 
 
