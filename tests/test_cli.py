@@ -392,3 +392,21 @@ def test_slo_policy_on_jobs_without_deadlines_warns(tmp_path):
     demo = [a if a != str(DATA / "jobs.csv") else str(jobs) for a in DEMO]
     result = runner.invoke(app, ["plan", *demo, "--out", str(out), "--policy", policy, "--rounds", "1"])
     assert result.exit_code == 0 and "without deadlines" not in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["plan", *DEMO, "--round-length", "inf"],
+        ["plan", *DEMO, "--round-length", "1e300"],
+        ["simulate", "--table", str(DATA / "throughputs.csv"), "--cluster", str(DATA / "cluster.yaml")]
+        + ["--num-jobs", "2", "--round-length", "inf"],
+        ["trace", "generate", "--table", str(DATA / "throughputs.csv"), "--num-jobs", "2", "--duration-h", "inf"],
+    ],
+)
+def test_infinite_or_absurd_lengths_are_refused_by_the_parser(tmp_path, command):
+    """These options had only a lower bound: inf passed and crashed later (an OverflowError)."""
+    result = runner.invoke(app, [*command, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "less than or equal" in result.output, result.output
+    assert not (tmp_path / "out").exists()

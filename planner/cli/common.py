@@ -20,6 +20,11 @@ from planner.policies.lp import LP_METHODS
 # output goes through `styled`, which escapes the user parts it is given.
 out = Console(markup=False, emoji=False)
 err = Console(stderr=True, markup=False, emoji=False)
+
+# Upper bounds for options whose parser only had a lower one: `inf` (or 1e300) passed and
+# crashed later. A round of 30 days and a job of 10^5 hours are beyond any real use.
+MAX_ROUND_S = 30 * 86400.0
+MAX_DURATION_H = 1e5
 # For renderables built with markup elsewhere (planner.report's timeline tables).
 marked_out = Console(emoji=False)
 

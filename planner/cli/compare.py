@@ -10,7 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from planner.cli.common import check_method, out, progress_bar, styled
+from planner.cli.common import MAX_ROUND_S, check_method, out, progress_bar, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -34,7 +34,9 @@ def compare_command(
     ),
     objective: str = typer.Option("jct", "--objective", help="What the recommendation minimises: jct, makespan, cost."),
     seed: int = typer.Option(0, "--seed", help="Seed for randomised policies."),
-    round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length in seconds."),
+    round_s: float = typer.Option(
+        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length in seconds."
+    ),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's quirks (see 'rota simulate --help')."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the comparison (.png or .svg)."),

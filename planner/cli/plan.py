@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from planner.cli.common import check_method, err, hours, one_line, out, progress_bar, styled
+from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, styled
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
@@ -68,7 +68,7 @@ def plan(
         False, "--until-done", help="With --rounds/--horizon: still simulate to the end, for exact finish times."
     ),
     round_s: Optional[float] = typer.Option(
-        None, "--round-length", min=1.0, help="Round length tau in seconds (default 360)."
+        None, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length tau in seconds (default 360)."
     ),
     method: Optional[str] = typer.Option(
         None, "--solver-method", help="HiGHS method: ipm (interior point, default) or simplex."
@@ -353,7 +353,9 @@ def plan_next_round_command(
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the flat per-GPU CSV view.")] = None,
     round_s: Annotated[
         Optional[float],
-        typer.Option("--round-length", min=1.0, help="Round length in seconds (default: the state's, else 360)."),
+        typer.Option(
+            "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length in seconds (default: the state's, else 360)."
+        ),
     ] = None,
     method: Annotated[Optional[str], typer.Option("--solver-method", help="HiGHS method: ipm or simplex.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed for randomised policies (first call).")] = None,

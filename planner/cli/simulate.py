@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.common import check_method, hours, out, progress_bar, styled
+from planner.cli.common import MAX_DURATION_H, MAX_ROUND_S, check_method, hours, out, progress_bar, styled
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -78,7 +78,7 @@ def trace_generate_command(
         None, "--reference-type", help="Worker type durations refer to (default v100)."
     ),
     fixed_duration_h: Optional[float] = typer.Option(
-        None, "--duration-h", min=0.0, help="Fixed duration in hours instead of Philly-like draws."
+        None, "--duration-h", min=0.0, max=MAX_DURATION_H, help="Fixed duration in hours instead of Philly-like draws."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
@@ -154,7 +154,9 @@ def simulate_command(
     seed: int = typer.Option(0, "--seed", help="Gavel Scheduler seed: jobs, arrivals, shuffles, random policies."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of generated jobs get weight 5."),
-    round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length tau in seconds."),
+    round_s: float = typer.Option(
+        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length tau in seconds."
+    ),
     gavel_compat: bool = typer.Option(
         False,
         "--gavel-compat",

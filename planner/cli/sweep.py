@@ -10,7 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from planner.cli.common import err, one_line, out, progress_bar, styled
+from planner.cli.common import MAX_ROUND_S, err, one_line, out, progress_bar, styled
 from planner.cli.simulate import parse_window
 from planner.errors import InputError
 from planner.formats.inputs import load_cluster, load_table
@@ -50,7 +50,9 @@ def sweep_command(
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get weight 5."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's simulator quirks (see 'rota simulate')."),
-    round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", min=1.0, help="Round length tau in seconds."),
+    round_s: float = typer.Option(
+        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length tau in seconds."
+    ),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
     jobs: Optional[int] = typer.Option(
