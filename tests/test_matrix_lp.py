@@ -95,6 +95,16 @@ def test_malformed_matrix_is_a_solver_error():
         highs.solve_matrix(lp, method="ipm", policy="test")
 
 
+@pytest.mark.parametrize("field", ["lower", "upper", "row_upper", "row_value", "row_start"])
+def test_an_array_shorter_than_the_lp_says_is_refused_not_read_past(field):
+    """HiGHS's array overload of passModel checks no lengths: a short array would be read past its end."""
+    lp = handmade_lp()
+    setattr(lp, field, getattr(lp, field)[:-1].copy())
+    highs.forget_answers()
+    with pytest.raises(SolverError, match="HiGHS refused the model: its arrays disagree in length"):
+        highs.solve_matrix(lp, method="ipm", policy="test")
+
+
 def test_unknown_method_is_refused():
     with pytest.raises(ValueError, match="unknown solver method"):
         highs.highs_options("barrier")

@@ -71,6 +71,13 @@ _SENSE = {True: int(highspy.ObjSense.kMaximize), False: int(highspy.ObjSense.kMi
 def pass_model(solver: highspy.Highs, lp: MatrixLP) -> highspy.HighsStatus:
     """Hand `lp` to `solver` as arrays (the array overload of passModel: ~15x cheaper than
     filling a HighsLp record field by field, which converts every array on assignment)."""
+    # The array overload takes its counts from cost, row_lower and row_index and checks nothing
+    # else: a shorter array would be read past its end, so the shapes are checked here.
+    n, m = lp.n_cols, lp.n_rows
+    sizes = (len(lp.lower), len(lp.upper), len(lp.row_upper), len(lp.row_value))
+    starts_ok = len(lp.row_start) == m + 1 or (m == 0 and len(lp.row_start) == 0)
+    if sizes != (n, n, m, len(lp.row_index)) or not starts_ok or (lp.integer is not None and len(lp.integer) != n):
+        raise ValueError("its arrays disagree in length")  # load_matrix reports it as a SolverError
     # One flag per column (0 continuous, 1 integer): the binding reads n_cols of them, even for an LP.
     integrality = np.zeros(lp.n_cols, np.int32) if lp.integer is None else lp.integer.astype(np.int32)
     return solver.passModel(
