@@ -624,3 +624,16 @@ def test_export_over_an_earlier_one_names_the_round_folders_it_left(packed_sched
     fresh = load_context(packed_schedule)
     export_schedule("slurm", fresh, tmp_path / "empty")
     assert not [n for n in fresh.notes if "earlier export" in n]
+
+
+def test_export_names_stray_files_left_inside_its_round_folders(packed_schedule, tmp_path):
+    """Kubernetes's driver applies whole round folders: an old manifest there would run again."""
+    out = tmp_path / "out"
+    export_schedule("kubernetes", load_context(packed_schedule), out)
+    stray = out / "round-0000" / "rota-r0000-old-job.yaml"
+    stray.write_text("kind: Job\n")
+    result = CliRunner().invoke(_app(), ["export", "k8s", str(packed_schedule), "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.output)["warnings"]
+    assert [w for w in warnings if "1 file(s) from an earlier export" in w and "rota-r0000-old-job.yaml" in w]
+    assert stray.exists()

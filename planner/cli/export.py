@@ -111,7 +111,17 @@ def export_command(
     )
     written = export_schedule(fmt, context, out, **options)
     if as_json:
-        stdout.print_json(json.dumps({"format": fmt, "out": str(out), "files": [str(p) for p in written]}))
+        stdout.print_json(
+            json.dumps(
+                {
+                    "format": fmt,
+                    "out": str(out),
+                    "files": [str(p) for p in written],
+                    "skipped": list(context.skipped),
+                    "warnings": list(context.notes),
+                }
+            )
+        )
         return
     rounds = len(context.schedule["rounds"])
     stdout.print(f"wrote {len(written)} file(s) for {fmt} under {out} ({rounds} round(s))")

@@ -68,14 +68,23 @@ def export_schedule(fmt: str, context: ExportContext, out_dir: str | Path, **opt
 
 
 def _note_stale_rounds(context: ExportContext, out_dir: Path, written: list[Path]) -> None:
-    """Round folders an earlier export left in `out_dir` stay (rota never deletes files it did
-    not just write), but the user hears of them: the new driver does not run them."""
+    """Launcher files an earlier export left in `out_dir` stay (rota never deletes files it did
+    not just write), but the user hears of them: a whole round folder the new driver does not
+    run, or a stray file inside a round folder it does run (Kubernetes applies whole folders)."""
+    fresh = set(written)
     current = {path.parent for path in written}
     stale = sorted(d.name for d in out_dir.glob("round-*") if d.is_dir() and d not in current)
     if stale:
         context.notes.append(
             f"{len(stale)} round folder(s) from an earlier export remain in {out_dir} ({stale[0]}, ...); "
             "the new driver does not run them: remove them, or export into an empty folder"
+        )
+    rounds = [d for d in current if d.name.startswith("round-")]
+    strays = sorted(str(f.relative_to(out_dir)) for d in rounds for f in d.iterdir() if f not in fresh)
+    if strays:
+        context.notes.append(
+            f"{len(strays)} file(s) from an earlier export remain in this export's round folders ({strays[0]}, ...); "
+            "a driver that runs whole folders would launch them too: remove them, or export into an empty folder"
         )
 
 

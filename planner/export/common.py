@@ -391,11 +391,10 @@ def grace_for(context: ExportContext, grace_s: float) -> int:
     if not (grace_s > 0 and math.isfinite(grace_s)):
         raise InputError(f"expected a positive number of seconds, got {grace_s!r}", field="--grace")
     half = context.round_s // 2
+    used = int(max(1, min(grace_s, half)))
     if grace_s > half:
-        context.notes.append(
-            f"--grace {grace_s:g} s is more than half the {context.round_s:g} s round: {half:g} s used"
-        )
-    return int(max(1, min(grace_s, half)))
+        context.notes.append(f"--grace {grace_s:g} s is more than half the {context.round_s:g} s round: {used} s used")
+    return used
 
 
 def parse_map(pairs: list[str] | dict[str, str] | None, what: str) -> dict[str, str]:
