@@ -140,7 +140,8 @@ def plan(
             raise InputError("give --rounds or --horizon, not both", field="--horizon")
         rounds = max(1, math.ceil(parse_duration(horizon, "--horizon") / round_length))
     chosen_policy = policy or PlanOptions.policy
-    check_entity_options(chosen_policy, entity_weights, entity_policy)
+    entity_policies = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}
+    check_entity_options(chosen_policy, entity_weights, entity_policy, entity_policies)
     options = PlanOptions(
         policy=chosen_policy,
         round_s=round_length,
@@ -149,7 +150,7 @@ def plan(
         seed=seed,
         gavel_compat=gavel_compat,
         entity_weights=_parse_mapping(entity_weights, "--entity-weights", float) if entity_weights else None,
-        entity_policies=_parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {},
+        entity_policies=entity_policies,
         rounds=rounds,
         until_done=until_done,
         restart_cost_s=restart_cost,
@@ -194,7 +195,9 @@ def plan(
     _print_plan_summary(schedule, result, out_path, csv_path, estimated)
 
 
-def check_entity_options(policy: str, weights: str | None, policies: str | None) -> None:
+def check_entity_options(
+    policy: str, weights: str | None, policies: str | None, parsed_policies: dict[str, str]
+) -> None:
     """Entity options that the plan would ignore, or a policy the entities cannot have: errors."""
     if weights is not None and policy not in HIERARCHICAL_POLICIES:
         raise InputError(
@@ -206,7 +209,7 @@ def check_entity_options(policy: str, weights: str | None, policies: str | None)
         return
     if weights is None:
         raise InputError("needs --entity-weights (the entities' shares)", field="--entity-policy")
-    for entity, name in _parse_mapping(policies, "--entity-policy", str).items():
+    for entity, name in parsed_policies.items():
         if name not in ENTITY_POLICIES:
             raise InputError(
                 f"entity {entity!r}: policy must be one of {', '.join(ENTITY_POLICIES)}, got {name!r}",

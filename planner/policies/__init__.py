@@ -16,7 +16,7 @@ from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.makespan import MinTotalDuration
 from planner.policies.max_min_fairness import MaxMinFairness
 from planner.policies.max_sum_throughput import MaxSumThroughput
-from planner.policies.water_filling import WaterFilling
+from planner.policies.water_filling import ENTITY_POLICIES, WaterFilling
 
 
 @dataclass
@@ -156,7 +156,6 @@ REGISTRY: dict[str, tuple[Callable[[PolicyOptions], Policy], str, str]] = {
 POLICY_NAMES = list(REGISTRY)
 # The policies that read entity weights and per-entity policies (multi-level fairness).
 HIERARCHICAL_POLICIES = tuple(name for name in REGISTRY if name.startswith("max_min_fairness_water_filling"))
-ENTITY_POLICIES = ("fairness", "fifo")  # what one entity's jobs share by
 
 
 def describe_policies() -> dict[str, dict[str, str]]:

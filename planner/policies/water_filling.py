@@ -39,6 +39,9 @@ DUAL_THRESHOLD = 1e-6  # duals sum to 1; interior-point noise on slack rows is ~
 LEVEL_SLACK = 1e-5  # well below sigma - 1 = 1e-4, the resolution of the freeze test
 
 
+ENTITY_POLICIES = ("fairness", "fifo")  # what one entity's jobs share by
+
+
 @dataclass
 class Solved:
     """The latest raise LP's answer: the allocation water-filling returns."""
@@ -94,7 +97,7 @@ class WaterFilling:
                     field="entity",
                 )
         for entity, policy in self.entity_policies.items():
-            if policy not in ("fairness", "fifo"):
+            if policy not in ENTITY_POLICIES:
                 raise InputError(
                     f"entity {entity!r}: policy must be 'fairness' or 'fifo', got {policy!r}", field="entity_policies"
                 )
