@@ -296,10 +296,10 @@ def job_env(
     env = {
         "ROTA_JOB_ID": jid,
         "ROTA_ROUND": str(rnd["index"]),
-        "ROTA_ROUND_S": f"{float(schedule.round_s):g}",
-        "ROTA_GRACE_S": f"{grace_s:g}",
-        "ROTA_PLANNED_STEPS": str(assignment["planned_steps"][jid]),
-        "ROTA_TOTAL_STEPS": f"{float(info.get('total_steps', 0)):g}",
+        "ROTA_ROUND_S": whole(schedule.round_s),
+        "ROTA_GRACE_S": whole(grace_s),
+        "ROTA_PLANNED_STEPS": whole(assignment["planned_steps"][jid], up=False),
+        "ROTA_TOTAL_STEPS": whole(info.get("total_steps", 0)),
         "ROTA_WORKER_TYPE": assignment["worker_type"],
         "ROTA_NODES": ",".join(n for n, _ in gpus_by_node(assignment)),
         "ROTA_NUM_GPUS": str(len(assignment["gpus"])),
@@ -312,6 +312,13 @@ def job_env(
     if progress_dir:
         env["ROTA_PROGRESS_FILE"] = f"{progress_dir.rstrip('/')}/{progress_file_name(jid)}"
     return env
+
+
+def whole(value: Any, *, up: bool = True) -> str:
+    """A count or a number of seconds as a plain integer (never '1.01127e+06', which `int()` refuses
+    in every trainer): rounded up (a total, a round length), or down (`up=False`: steps planned)."""
+    number = float(value)
+    return str(math.ceil(number - 1e-9) if up else math.floor(number + 1e-9))
 
 
 def gang_env(

@@ -10,6 +10,7 @@ JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -179,7 +180,9 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
     rate = 0.0 if ref is None else inputs.table.solo(ref, job_type)
     if rate <= 0:
         raise at.error("reference_worker_type", f"{job_type.label} has no positive throughput on {ref!r}")
-    return check_steps(duration * rate, raw.get("duration_s"), at, "duration_s")
+    # Whole steps, rounded up: trainers count steps in integers, and a job given by its duration
+    # must not end a fraction of a step short of it.
+    return check_steps(float(math.ceil(duration * rate - 1e-9)), raw.get("duration_s"), at, "duration_s")
 
 
 def check_steps(steps: float, value: Any, at: Where, field: str = "total_steps") -> float:
