@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -145,6 +146,15 @@ def _created_by(command: str, tmp_path: Path, env: dict[str, str]) -> set[str]:
     return _files(box)
 
 
+def _job_logs(box: Path) -> set[str]:
+    """The per-job log files the Slurm wrapper appends to: logs/<safe name>.log, nothing else."""
+    logs = {f for f in _files(box) if f == "logs" or f.startswith("logs/")}
+    for f in logs - {"logs"}:
+        name = f[len("logs/") :]
+        assert re.fullmatch(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,140}\.log", name), f"unsafe log file {f!r}"
+    return logs
+
+
 def _check_scripts(out: Path, scripts: list[tuple[str, str]], tmp_path: Path, expected: set[str]) -> None:
     """Each (name, shell text) parses; run in an empty folder it creates exactly `expected`."""
     env = _stubs(tmp_path / "stubs")
@@ -156,8 +166,9 @@ def _check_scripts(out: Path, scripts: list[tuple[str, str]], tmp_path: Path, ex
         box.mkdir()
         (tmp_path / f"script{k}").write_text(text, encoding="utf-8")
         _run(["bash", str(tmp_path / f"script{k}")], box, env)
-        assert _files(box) <= expected, f"{name} created {_files(box) - expected}"
-        created |= _files(box)
+        made = _files(box) - _job_logs(box)
+        assert made <= expected, f"{name} created {made - expected}"
+        created |= made
     assert created == expected, "the command did not run as written"
     drivers = [p for p in (out / "driver.sh",) if p.exists()]
     for driver in drivers:

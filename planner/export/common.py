@@ -16,7 +16,7 @@ import math
 import os
 import re
 import shlex
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -335,8 +335,9 @@ def gang_env(
     return env
 
 
-def launch_script(commands: list[tuple[str, dict[str, str]]]) -> str:
-    """POSIX sh that starts each (command, env) in the background and waits for all.
+def launch_script(commands: list[tuple[str, dict[str, str]]], logs: Sequence[str] | None = None) -> str:
+    """POSIX sh that starts each (command, env) in the background and waits for all; with
+    `logs`, each command's output is appended to its own file (one per job, across rounds).
 
     SIGTERM, SIGUSR1 (Slurm's warning) or SIGINT to the wrapper become SIGTERM to its
     whole process group, so the training processes themselves get it. Each command
@@ -348,9 +349,12 @@ def launch_script(commands: list[tuple[str, dict[str, str]]]) -> str:
         'stop() { signalled=1; [ -n "$stopping" ] && return; stopping=1; kill -TERM 0 2>/dev/null || true; }',
         "trap stop TERM USR1 INT",
     ]
-    for command, env in commands:
+    for folder in dict.fromkeys(os.path.dirname(log) for log in logs or () if os.path.dirname(log)):
+        lines.append(f"mkdir -p {shlex.quote(folder)} 2>/dev/null || true")
+    for k, (command, env) in enumerate(commands):
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        lines.append(f"( export {exports}; exec /bin/sh -c {shlex.quote('trap : TERM; ' + command)} ) &")
+        into = f" >>{shlex.quote(logs[k])} 2>&1" if logs else ""
+        lines.append(f"( export {exports}; exec /bin/sh -c {shlex.quote('trap : TERM; ' + command)} ){into} &")
         lines.append('pids="$pids $!"')
     lines += [
         "status=0",
@@ -445,6 +449,11 @@ def comment_text(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
+def job_log_name(job_id: str) -> str:
+    """The file a job's output is appended to, round after round (a safe name: ids come from users)."""
+    return f"{file_name(job_id)}.log"
 
 
 def progress_file_name(job_id: str) -> str:

@@ -35,6 +35,7 @@ from planner.export.common import (
     gpus_by_node,
     grace_for,
     header,
+    job_log_name,
     launch_script,
     require_valid,
     round_dir,
@@ -134,11 +135,20 @@ def batch_script(
         options.append(f"--partition={checked_name(partition, field='--partition')}")
     if account:
         options.append(f"--account={checked_name(account, field='--account')}")
-    options += ["--output=logs/%x-%j.out", f"--signal=B:USR1@{grace_s}", "--no-requeue", *extra]
+    # One log per assignment across all rounds (appended), not one per round: Slurm's own lines go
+    # there, each job's output into logs/<job>.log (the launch wrapper appends it).
+    options += [
+        f"--output=logs/{file_name(label)}.slurm.out",
+        "--open-mode=append",
+        f"--signal=B:USR1@{grace_s}",
+        "--no-requeue",
+        *extra,
+    ]
     planned = ",".join(f"{g['node']}:{g['gpu']}" for g in assignment["gpus"])
     commands = commands_of(context, rnd, assignment, grace_s=grace_s, progress_dir=progress_dir)
     for _, env in commands:
         del env["ROTA_GPUS"]  # the node task sets it from what Slurm allocated
+    logs = [f"logs/{job_log_name(jid)}" for jid in assignment["jobs"]]
     steps = ", ".join(f"{j}={n}" for j, n in assignment["planned_steps"].items())
     lines = [
         "#!/bin/bash",
@@ -146,7 +156,7 @@ def batch_script(
         *(f"#SBATCH {option}" for option in options),
         f"# planned steps: {comment_text(steps)}",
         f"# GPUs (plan): {planned.replace(',', ', ')}",
-        f"ROTA_TASK={shlex.quote(node_task(planned, launch_script(commands)))}",
+        f"ROTA_TASK={shlex.quote(node_task(planned, launch_script(commands, logs)))}",
         BATCH_BODY,
     ]
     return "\n".join(lines)

@@ -65,16 +65,16 @@ def _interrupt(number: int, _frame: object) -> None:
     raise Interrupted(number)
 
 
-def run_tool(args: list[str]) -> subprocess.CompletedProcess:
+def run_tool(args: list[str], cwd: str | None = None) -> subprocess.CompletedProcess:
     """A Slurm command; a missing or hanging one reads as a failed one."""
     try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S)
+        return subprocess.run(args, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return subprocess.CompletedProcess(args, 127, "", str(exc))
 
 
-def submit(script: str) -> str:
-    out = run_tool(["sbatch", "--parsable", script])
+def submit(script: str, cwd: str | None = None) -> str:
+    out = run_tool(["sbatch", "--parsable", script], cwd)
     job_id = out.stdout.strip().split(";")[0]
     if out.returncode != 0 or not job_id:
         raise SubmitError(f"sbatch {script} failed: {(out.stderr or out.stdout).strip()}")
@@ -99,6 +99,12 @@ def active(ids: list[str]) -> list[str] | None:
     if states is None:
         return None
     return [i for i in ids if states.get(i) in ACTIVE]
+
+
+def pending(ids: list[str]) -> list[str]:
+    """The jobs that still wait to start."""
+    states = queue_states(ids)
+    return [i for i in ids if (states or {}).get(i) == "PENDING"]
 
 
 def signal_running(ids: list[str], name: str) -> None:
@@ -141,16 +147,28 @@ def write_json(path: str, document: dict) -> None:
 
 
 class Round:
-    def __init__(self, spec: dict, round_s: float, grace_s: float) -> None:
+    """One round: `start()` submits its scripts, `poll(until)` keeps its clock until `until` (or until
+    no job is left in the queue), `report()` says what became of each job. `run()` does all three.
+
+    What the driver did to a job decides how its end reads: cancelled while it still waited to
+    start is NOT_RUN, cancelled at the round's end (it outlived its grace) is KILLED, cancelled by
+    anyone else (an operator's scancel) stays CANCELLED; `ended_at` is when the last job left."""
+
+    def __init__(self, spec: dict, round_s: float, grace_s: float, cwd: str | None = None) -> None:
         self.spec = spec
         self.round_s = round_s
         self.grace_s = grace_s
+        self.cwd = cwd  # where the scripts' relative paths (and their logs/) are
         self.submitted: list[tuple[dict, str]] = []  # (script entry, Slurm job id)
         self.states: dict[str, dict] = {}  # Slurm job id -> final state, read as the job leaves the queue
+        self.never_started: set[str] = set()  # cancelled by the driver while pending
+        self.killed: set[str] = set()  # cancelled by the driver at the round's end
         self.started_at = time.time()
         self.signalled_at: float | None = None
+        self.deadline_at: float | None = None  # when the driver cancelled what still ran
         self.ended_at: float | None = None
         self.error: str | None = None
+        self.left: list[str] = []
 
     @property
     def ids(self) -> list[str]:
@@ -161,13 +179,20 @@ class Round:
         for entry in self.spec["scripts"]:
             signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             try:
-                self.submitted.append((entry, submit(entry["script"])))
+                self.submitted.append((entry, submit(entry["script"], self.cwd)))
             finally:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
+    def start(self, started_at: float | None = None) -> None:
+        """Submit the round. Its clock runs from `started_at` (time.time(); default: now)."""
+        self.started_at = time.time() if started_at is None else started_at
+        self.submit_all()
+        self.left = list(self.ids)
+
     def wait(self, left: list[str], until: float) -> list[str]:
-        """Poll the queue once; note the final state of each job that left it."""
-        time.sleep(max(0.0, min(POLL_S, until - time.monotonic())))
+        """Poll the queue once (sleeping until `until` at most, time.time()); note the final
+        state of each job that left it."""
+        time.sleep(max(0.0, min(POLL_S, until - time.time())))
         still = active(left)
         if still is None:  # squeue failed: ask again next time
             return left
@@ -176,41 +201,59 @@ class Round:
                 self.states[job_id] = final_state(job_id)
         return still
 
-    def run(self) -> None:
-        self.started_at = time.time()
-        start = time.monotonic()
-        self.submit_all()
-        print(f"{self.spec['dir']}: submitted {len(self.ids)} job(s): {','.join(self.ids)}", flush=True)
-        signal_at, end_at = start + self.round_s - self.grace_s, start + self.round_s
-        left = list(self.ids)
-        while left:
-            now = time.monotonic()
+    def poll(self, until: float) -> bool:
+        """Keep the round's clock until `until` (time.time()) or until no job is left; True when the
+        round is over (every job left the queue, or SETTLE_S after its end some still did not)."""
+        signal_at = self.started_at + self.round_s - self.grace_s
+        end_at = self.started_at + self.round_s
+        while self.left:
+            now = time.time()
             if now >= end_at + SETTLE_S:
-                print(f"{self.spec['dir']}: still in the queue: {','.join(left)}", file=sys.stderr, flush=True)
+                print(f"{self.spec['dir']}: still in the queue: {','.join(self.left)}", file=sys.stderr, flush=True)
                 break
-            if now >= end_at and self.ended_at is None:
-                self.ended_at = time.time()
-                cancel(left)
+            if now >= end_at and self.deadline_at is None:
+                self.deadline_at = now
+                self.killed.update(self.left)
+                cancel(self.left)
             elif now >= signal_at and self.signalled_at is None:
-                self.signalled_at = time.time()
-                signal_running(left, "TERM")
-            left = self.wait(left, signal_at if self.signalled_at is None else end_at)
+                self.signalled_at = now
+                self.never_started.update(pending(self.left))
+                signal_running(self.left, "TERM")
+            if now >= until:
+                return False
+            self.left = self.wait(self.left, min(until, signal_at if self.signalled_at is None else end_at))
         if self.ended_at is None:
             self.ended_at = time.time()
+        return True
+
+    def run(self) -> None:
+        self.start()
+        print(f"{self.spec['dir']}: submitted {len(self.ids)} job(s): {','.join(self.ids)}", flush=True)
+        self.poll(float("inf"))
 
     def abort(self, reason: str) -> None:
         """Cancel every job of the round and wait (briefly) until they have left the queue."""
         self.error = reason
         cancel(self.ids)
-        left, deadline = list(self.ids), time.monotonic() + 15
-        while left and time.monotonic() < deadline:
+        left, deadline = list(self.ids), time.time() + 15
+        while left and time.time() < deadline:
             left = self.wait(left, deadline)
         self.ended_at = time.time()
+
+    def outcome(self, slurm_id: str, state: dict) -> str:
+        """Slurm's state, told apart where CANCELLED covers different ends."""
+        if state["state"].startswith("CANCELLED"):
+            if slurm_id in self.never_started:
+                return "NOT_RUN"
+            if slurm_id in self.killed:
+                return "KILLED"
+        return state["state"]
 
     def report(self) -> dict:
         jobs = []
         for entry, slurm_id in self.submitted:
             state = self.states.get(slurm_id) or final_state(slurm_id)
+            state = {**state, "state": self.outcome(slurm_id, state), "slurm_state": state["state"]}
             for job_id in entry["jobs"]:
                 jobs.append({"job_id": job_id, "slurm_job_id": slurm_id, "script": entry["script"], **state})
         return {
@@ -218,6 +261,7 @@ class Round:
             "index": self.spec["index"],
             "submitted_at": self.started_at,
             "signalled_at": self.signalled_at,
+            "deadline_at": self.deadline_at,
             "ended_at": self.ended_at,
             "error": self.error,
             "jobs": jobs,

@@ -122,6 +122,7 @@ class JobStatus(StrEnum):
     ACTIVE = "active"  # admitted, not finished
     FINISHED = "finished"
     CANCELLED = "cancelled"
+    FAILED = "failed"  # failed --max-failures rounds in a row under `rota run`; no longer planned
 
 
 @dataclass
@@ -230,6 +231,29 @@ class ObservedEntry:
 
 
 @dataclass
+class LaunchEntry:
+    """What `rota run` keeps between rounds and between runs: each job's consecutive failed
+    rounds, the jobs it gave up on (job id -> why), the nodes the launcher could not use at
+    the last boundary (node -> why), and the last round it launched (a planned round that
+    was never launched, because the run stopped first, is launched by the next run)."""
+
+    launcher: str | None = None
+    failures: dict[str, int] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    unusable: dict[str, str] = field(default_factory=dict)
+    launched_round: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "launcher": self.launcher,
+            "failures": dict(self.failures),
+            "failed": dict(self.failed),
+            "unusable": dict(self.unusable),
+            "launched_round": self.launched_round,
+        }
+
+
+@dataclass
 class SolveEntry:
     time_s: float
     job_ids: list[str]
@@ -265,6 +289,7 @@ class StateDocument:
     version: int = 0  # calls that wrote this state
     last_plan: LastPlan | None = None  # what the call that wrote it planned
     observed: ObservedEntry | None = None  # throughputs learnt from progress reports
+    launch: LaunchEntry | None = None  # the run loop's books (`rota run`)
 
     # reading -----------------------------------------------------------------
     @classmethod
@@ -294,6 +319,7 @@ class StateDocument:
             version=reader.get(data, "version", _count, default=0),
             last_plan=reader.get(data, "last_plan", _last_plan, default=None),
             observed=reader.get(data, "observed", _observed, default=None),
+            launch=reader.get(data, "launch", _launch, default=None),
             inputs=reader.get(data, "inputs", dict, default={}),
             last_solve=reader.get(
                 data, "last_solve", lambda v: _solve_entry(v, m, reader.at("last_solve")), default=None
@@ -338,6 +364,8 @@ class StateDocument:
         }
         if self.observed is not None:  # written only when there is one: older states keep their bytes
             data["observed"] = self.observed.to_json()
+        if self.launch is not None:  # likewise: only states `rota run` wrote have it
+            data["launch"] = self.launch.to_json()
         return data
 
 
@@ -551,6 +579,24 @@ def _observed(value: Any) -> ObservedEntry | None:
     cells = {_cell(c["cell"]): [_positive(r, "cells") for r in c["rates"]] for c in value.get("cells", [])}
     applied = {_cell(a["cell"]): _positive(a["rate"], "applied") for a in value.get("applied", [])}
     return ObservedEntry(window, cells, applied)
+
+
+def _launch(value: Any) -> LaunchEntry | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Invalid("expected an object")
+    for key in ("failures", "failed", "unusable"):
+        if not isinstance(value.get(key, {}), dict):
+            raise _Invalid(f"{key}: expected an object")
+    launched = value.get("launched_round")
+    return LaunchEntry(
+        launcher=_optional_text(value.get("launcher")),
+        failures={str(k): _count(v) for k, v in value.get("failures", {}).items()},
+        failed={str(k): _text(v) for k, v in value.get("failed", {}).items()},
+        unusable={str(k): _text(v) for k, v in value.get("unusable", {}).items()},
+        launched_round=None if launched is None else _count(launched),
+    )
 
 
 def _cell(value: Any) -> CellKey:

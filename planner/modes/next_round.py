@@ -43,7 +43,7 @@ from planner.formats.cluster import Cluster
 from planner.formats.files import input_records
 from planner.formats.jobs import Job, parse_jobs
 from planner.formats.schedule import Schedule, read_schedule
-from planner.formats.state import STATE_FORMAT, LastPlan, ObservedEntry, StateDocument
+from planner.formats.state import STATE_FORMAT, LastPlan, LaunchEntry, ObservedEntry, StateDocument
 from planner.formats.table import ThroughputTable
 from planner.modes.collector import collector_paused
 from planner.modes.plan import build_schedule, check_csv_pair
@@ -97,12 +97,21 @@ def next_round(
     progress_path: object = "<progress>",
     config: EngineConfig | None = None,
     observed_min: int | None = DEFAULT_MIN_OBSERVATIONS,
+    failed: Mapping[str, str] | None = None,
+    retry: Sequence[str] = (),
+    launch: LaunchEntry | None = None,
+    resolve: str | None = None,
 ) -> NextRound:
     """Plan the next `rounds` rounds. `jobs` starts a fresh plan (no state) or, with a
     state, adds the jobs it does not know yet; `policy` / `round_s` None keep the state's.
     `config` is the engine configuration of a fresh plan (a state keeps its own).
     `observed_min`: reports a cell needs before its observed rate replaces an estimate
-    (None: observations are still recorded, never used)."""
+    (None: observations are still recorded, never used).
+
+    The run loop (`rota run`) also passes: `failed`, jobs to give up on after this report
+    (job id -> why; withdrawn and marked failed in the state); `retry`, failed jobs to plan
+    again; `launch`, its books to keep in the state (None keeps the saved ones); `resolve`,
+    why to re-solve now (e.g. the usable nodes changed)."""
     if rounds < 1:
         raise InputError(f"must be at least 1, got {rounds}", field="--rounds")
     with collector_paused():
@@ -118,12 +127,20 @@ def next_round(
             session = _resumed(decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path)
             session.book, session.decision = book, decision
             session.warnings += learnt
+            session.launch = document.launch
+            _retry(session, document, retry, state_path)
             before = document.observed.applied if document.observed is not None else {}
             if decision.applied != before:
                 session.engine.request_resolve()
                 session.notes.append(
                     f"observed throughputs changed ({len(decision.applied)} cell(s) now observed): re-solving"
                 )
+        if launch is not None:
+            session.launch = launch
+        if resolve:
+            session.engine.request_resolve()
+            session.notes.append(f"{resolve}: re-solving")
+        session.give_up = dict(failed or {})
         return _plan(session, decision.table, cluster, progress, rounds, inputs, progress_path, started)
 
 
@@ -142,6 +159,9 @@ class _Session:
     rounds_before: int = 0  # rounds the state had planned
     book: ObservedEntry = field(default_factory=ObservedEntry)  # observed rates (window: this call's)
     decision: Decision | None = None  # the table decided with, and its cells' provenance
+    failed: dict[str, str] = field(default_factory=dict)  # jobs the run loop gave up on -> why
+    give_up: dict[str, str] = field(default_factory=dict)  # ... and those it gives up on now
+    launch: LaunchEntry | None = None  # the run loop's books, kept in the state
 
 
 def _learn(
@@ -162,6 +182,32 @@ def _learn(
     }
     found, warnings = observe(saved.window, progress.jobs, table, skip=skip)
     return ObservedEntry(cells=record(saved.cells, found), applied=dict(saved.applied)), warnings
+
+
+def _retry(session: _Session, document: StateDocument, retry: Sequence[str], path: object) -> None:
+    """The jobs the state marks failed keep that mark; those in `retry` run again (newcomers
+    with the steps they had)."""
+    reasons = document.launch.failed if document.launch is not None else {}
+    session.failed = {e.job.job_id: reasons.get(e.job.job_id, "failed") for e in document.jobs if e.status == "failed"}
+    for jid in retry:
+        if jid not in session.failed:
+            known = ", ".join(sorted(session.failed)) or "none"
+            raise InputError(f"job {jid!r} has not failed (failed jobs: {known})", path=path, field="--retry")
+        session.engine.reopen(jid)
+        session.cancelled.discard(jid)
+        del session.failed[jid]
+        session.notes.append(f"{jid}: retried, planned again from {session.engine.outcomes[jid].steps_done:g} steps")
+
+
+def _give_up(session: _Session) -> None:
+    """Withdraw the jobs the run loop gives up on now; they stay in the state, marked failed."""
+    for jid, why in session.give_up.items():
+        if jid not in session.engine.outcomes or jid in session.cancelled:
+            continue
+        session.engine.withdraw(jid, finish_s=None)
+        session.cancelled.add(jid)
+        session.failed[jid] = why
+        session.notes.append(f"{jid}: failed ({why}); no longer planned")
 
 
 def _decide(table: ThroughputTable, book: ObservedEntry | None, observed_min: int | None) -> Decision:
@@ -284,6 +330,7 @@ def _plan(
         progress = Progress()  # no report at all: no job reported, none is credited its plan
     if progress is not None:
         session.notes += _merge_progress(session, progress, table, cluster, progress_path)
+    _give_up(session)
     in_play = [jid for jid in engine.outcomes if jid in engine.active] + [j.job_id for j in engine.pending]
     at_start = {jid: engine.outcomes[jid].steps_done for jid in in_play}
     busy_before = dict(engine.busy)
@@ -301,7 +348,11 @@ def _plan(
         policy_options=options,
         inputs=input_records(inputs),
         cancelled=session.cancelled,
+        failed=session.failed,
     )
+    document.launch = session.launch
+    if document.launch is not None:
+        document.launch.failed = {jid: session.failed[jid] for jid in session.failed}
     document.version = session.version + 1
     document.last_plan = LastPlan(
         id=plan_id(schedule.rounds, session.version),

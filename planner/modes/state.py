@@ -94,15 +94,19 @@ def state_document(
     policy_options: dict[str, Any],
     inputs: dict[str, Any] | None = None,
     cancelled: Iterable[str] = (),
+    failed: Iterable[str] = (),
 ) -> StateDocument:
-    """The state document of `snapshot`; `cancelled`: the jobs a launcher withdrew."""
-    active, pending, withdrawn = set(snapshot.active), set(snapshot.pending), set(cancelled)
+    """The state document of `snapshot`; `cancelled`: the jobs a launcher withdrew, `failed`:
+    those the run loop gave up on (withdrawn too, marked failed)."""
+    active, pending, withdrawn, gave_up = set(snapshot.active), set(snapshot.pending), set(cancelled), set(failed)
 
     def status(jid: str) -> JobStatus:
         if jid in active:
             return JobStatus.ACTIVE
         if jid in pending:
             return JobStatus.PENDING
+        if jid in gave_up:
+            return JobStatus.FAILED
         return JobStatus.CANCELLED if jid in withdrawn else JobStatus.FINISHED
 
     mech = snapshot.mechanism
@@ -270,7 +274,7 @@ def restore_engine(
         Engine.from_snapshot(snapshot, table, cluster, policy),
         document.policy.name,
         dict(document.policy.options),
-        {e.job.job_id for e in document.jobs if e.status == JobStatus.CANCELLED},
+        {e.job.job_id for e in document.jobs if e.status in (JobStatus.CANCELLED, JobStatus.FAILED)},
         dict(document.inputs),
     )
 
