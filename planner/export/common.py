@@ -43,6 +43,7 @@ class ExportContext:
     job_types: dict[str, JobType] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # checks the validator could not run
     notes: list[str] = field(default_factory=list)  # warnings an exporter has for the user
+    images: dict[str, str] = field(default_factory=dict)  # job id -> container image (job list's `image` column)
 
     @property
     def round_s(self) -> float:
@@ -237,7 +238,8 @@ def load_context(
     if need_commands:
         listed = set(records) | set(entries if isinstance(entries, dict) else ())
         _fill_commands(commands, scheduled, default_command, records, jobs_path or schedule_path, listed)
-    return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped)
+    images = {j: str(r["image"]).strip() for j, r in records.items() if not is_blank(r.get("image"), nan=True)}
+    return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped, images=images)
 
 
 def require_valid(context: ExportContext) -> None:
