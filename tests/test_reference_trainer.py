@@ -156,3 +156,30 @@ def test_two_process_gloo_run_reports_once_from_rank_0(tmp_path: Path) -> None:
     assert re.findall(r"\[job-1 rank (\d)\] checkpoint written", done.stdout) == ["0"]
     assert [p.name for p in (tmp_path / "progress").iterdir()] == ["job-1.json"]
     assert report(tmp_path)["steps_done"] == checkpoint(tmp_path)["step"] == 6
+
+
+def test_torchrun_under_rota_wrapper_exits_zero_on_sigterm_with_done_file(tmp_path: Path) -> None:
+    # torchrun itself exits 1 after SIGTERM even when every worker stopped cleanly, which would
+    # fail the round; the README's `--done-file` command turns a clean stop back into exit 0.
+    from planner.export.common import launch_script
+
+    torchrun = f"{sys.executable} -m torch.distributed.run --nproc_per_node=2 --nnodes=1"
+    torchrun += f" --master_addr=127.0.0.1 --master_port={free_port()}"
+    trainer = f"{TRAINER} --checkpoint-dir {tmp_path / 'ckpt'} --step-time 0.02 --log-every 5"
+    command = (
+        f'f=$(mktemp -u) && {{ {torchrun} {trainer} --done-file "$f" || test -e "$f"; }}; s=$?; rm -f "$f"; exit $s'
+    )
+    env = trainer_env(tmp_path, planned_steps=10, total_steps=1_000_000)
+    rota_env = {k: v for k, v in env.items() if k.startswith("ROTA_")}
+    log = tmp_path / "job.log"
+    (tmp_path / "wrapper.sh").write_text(launch_script([(command, rota_env)], logs=[str(log)]))
+    process = subprocess.Popen(["sh", str(tmp_path / "wrapper.sh")], env=env, cwd=tmp_path, start_new_session=True)
+    try:
+        wait_for(log, r"rank 0\] step \d+ loss", process, timeout_s=2 * TIMEOUT_S)
+        process.send_signal(signal.SIGTERM)  # as a launcher does ROTA_GRACE_S before the round ends
+        assert process.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert report(tmp_path)["steps_done"] == checkpoint(tmp_path)["step"] >= 5
