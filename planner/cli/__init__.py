@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from planner import __version__
-from planner.cli import compare, export, plan, policies, schedule, simulate, sweep, table
+from planner.cli import compare, export, plan, policies, run, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
 from planner.cli.help_format import hide_flag_types
 
@@ -55,6 +55,7 @@ def _register() -> None:
     trace_app.command("generate")(user_errors(simulate.trace_generate_command))
     app.add_typer(trace_app, name="trace")
     app.command("export")(user_errors(export.export_command))
+    app.command("run")(user_errors(run.run_command))
     schedule_app = typer.Typer(no_args_is_help=True, help="Check and view schedule files.")
     schedule_app.command("validate")(user_errors(schedule.schedule_validate_command))
     schedule_app.command("show")(user_errors(schedule.schedule_show_command))

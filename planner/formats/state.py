@@ -242,9 +242,11 @@ class LaunchEntry:
     failed: dict[str, str] = field(default_factory=dict)
     unusable: dict[str, str] = field(default_factory=dict)
     launched_round: int | None = None
+    launched_at: float | None = None  # time.time() of that launch
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "launched_at": self.launched_at,
             "launcher": self.launcher,
             "failures": dict(self.failures),
             "failed": dict(self.failed),
@@ -596,6 +598,7 @@ def _launch(value: Any) -> LaunchEntry | None:
         failed={str(k): _text(v) for k, v in value.get("failed", {}).items()},
         unusable={str(k): _text(v) for k, v in value.get("unusable", {}).items()},
         launched_round=None if launched is None else _count(launched),
+        launched_at=_optional_number(value.get("launched_at")),
     )
 
 

@@ -1,0 +1,476 @@
+"""`rota run`: the round loop as one long-running command.
+
+Each round: ask the launcher which nodes it can use now, fold the last round's outcome into
+the planner state (progress reports, failures, lost and returning nodes), plan the next round
+on the usable nodes (next_round, as `rota plan-next` does), write the round file and the state
+(state last), export the round with the launcher's own exporter, run it on the round's clock,
+and collect what became of each job. The state is written before anything is launched and
+records which round was launched, so a run that stops (Ctrl-C, SIGTERM, a crash) is continued by
+a new `rota run` on the same state: a planned round that never started is launched then, and a
+round that ran is folded in from its saved outcome (`reports/round-NNNN.json`).
+
+Stopping: the first SIGINT/SIGTERM lets the running round end on its clock, folds it in and
+exits; a second one cancels the round's jobs now (they get SIGTERM, then are killed).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner.errors import InputError
+from planner.export.common import ExportContext, round_dir
+from planner.formats.atomic import write_text_atomic, write_together
+from planner.formats.cluster import Cluster, read_cluster, require_table_rows
+from planner.formats.jobs import Job, read_jobs
+from planner.formats.progress import JobProgress, Progress
+from planner.formats.state import LaunchEntry, StateDocument
+from planner.formats.table import ThroughputTable, read_table
+from planner.launch.adapter import JobResult, JobState, Launcher, RoundResult
+from planner.launch.events import EventLog
+from planner.launch.failures import DEFAULT_MAX_FAILURES, count_failures
+from planner.launch.nodes import node_changes, unusable_nodes, usable_cluster
+from planner.launch.reports import read_round, set_aside
+from planner.modes.next_round import NextRound, next_round
+from planner.modes.plan import schedule_files
+from planner.modes.state import read_state
+
+OUTCOME_FORMAT = "rota.run-round/v1"
+POLL_S = 1.0  # how often the loop looks up from a running round (the live view, a second Ctrl-C)
+
+
+@dataclass
+class RunConfig:
+    state: Path
+    work_dir: Path  # round.json, launch/ (launcher files and per-job logs), reports/, events.jsonl
+    progress_dir: Path
+    table: Path
+    cluster: Path
+    jobs: Path | None = None
+    policy: str | None = None
+    round_s: float | None = None
+    max_failures: int = DEFAULT_MAX_FAILURES
+    retry: list[str] = field(default_factory=list)
+    export_options: dict[str, Any] = field(default_factory=dict)
+    default_command: str | None = None
+
+    @property
+    def round_file(self) -> Path:
+        return self.work_dir / "round.json"
+
+    @property
+    def launch_dir(self) -> Path:
+        return self.work_dir / "launch"
+
+    def outcome_file(self, index: int) -> Path:
+        return self.work_dir / "reports" / f"{round_dir(index)}.json"
+
+
+class StopRequest:
+    """The first SIGINT/SIGTERM: stop after this round; the second: now."""
+
+    def __init__(self) -> None:
+        self.signals: list[int] = []
+
+    def __call__(self, number: int, _frame: object) -> None:
+        self.signals.append(number)
+
+    @property
+    def after_round(self) -> bool:
+        return bool(self.signals)
+
+    @property
+    def now(self) -> bool:
+        return len(self.signals) >= 2
+
+    @contextmanager
+    def installed(self) -> Iterator[StopRequest]:
+        previous = {s: signal.signal(s, self) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+@dataclass
+class Outcome:
+    """One launched round, as the next planning call folds it in."""
+
+    index: int
+    start_s: float  # the round's planned start on the plan's clock
+    result: RoundResult | None  # None: the run died while it ran (the launcher's view is lost)
+    reports: dict[str, JobProgress]
+    interrupted: bool = False  # cancelled by the operator (second Ctrl-C): no failures counted
+
+    def to_json(self) -> dict[str, Any]:
+        result = self.result
+        return {
+            "format": OUTCOME_FORMAT,
+            "index": self.index,
+            "start_s": self.start_s,
+            "interrupted": self.interrupted,
+            "started_at": None if result is None else result.started_at,
+            "ended_at": None if result is None else result.ended_at,
+            "error": None if result is None else result.error,
+            "results": {}
+            if result is None
+            else {
+                j: {"state": str(r.state), "exit_code": r.exit_code, "detail": r.detail} for j, r in result.jobs.items()
+            },
+            "reports": {
+                j: {"steps_done": r.steps_done, "finished": r.finished, "elapsed_s": r.elapsed_s}
+                for j, r in self.reports.items()
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], path: Path) -> Outcome:
+        try:
+            result = None
+            if data.get("started_at") is not None:
+                result = RoundResult(data["index"], data["started_at"], data["ended_at"], error=data.get("error"))
+                result.jobs = {
+                    j: JobResult(j, JobState(r["state"]), r.get("exit_code"), r.get("detail", ""))
+                    for j, r in data["results"].items()
+                }
+            reports = {
+                j: JobProgress(r.get("steps_done"), bool(r.get("finished")), None, r.get("elapsed_s"))
+                for j, r in data["reports"].items()
+            }
+            return cls(int(data["index"]), float(data["start_s"]), result, reports, bool(data.get("interrupted")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"not a round outcome rota run wrote ({exc})", path=path) from None
+
+    def progress(self, planned_end: float | None) -> Progress:
+        """The report next_round folds in. The plan's clock moves by the round's real length when
+        it ran long (Slurm's KillWait, a slow launcher), never less than the planned round."""
+        time_s = None
+        if self.result is not None and planned_end is not None:
+            time_s = max(planned_end, self.start_s + max(0.0, self.result.ended_at - self.result.started_at))
+        return Progress(time_s=time_s, round=self.index, jobs=dict(self.reports))
+
+
+@dataclass
+class RunSummary:
+    status: int  # 0 every job finished, 1 some failed, 128 + N stopped by signal N
+    finished: list[str]
+    failed: dict[str, str]
+    rounds: int  # launched by this run
+    stopped_by: int | None = None
+
+
+class RunLoop:
+    def __init__(
+        self,
+        config: RunConfig,
+        launcher: Launcher,
+        events: EventLog,
+        stop: StopRequest,
+        on_round: Callable[[RunLoop], None] | None = None,
+    ) -> None:
+        self.config, self.launcher, self.events, self.stop = config, launcher, events, stop
+        self.on_round = on_round  # the live view's refresh
+        self.table: ThroughputTable = read_table(config.table)
+        self.cluster: Cluster = read_cluster(config.cluster)
+        require_table_rows(self.cluster, self.table, config.table)
+        self.jobs: list[Job] | None = (
+            read_jobs(config.jobs, table=self.table, cluster=self.cluster) if config.jobs is not None else None
+        )
+        self.document: StateDocument | None = None
+        self.entry = LaunchEntry(launcher=launcher.name)
+        self.schedule: dict[str, Any] | None = None  # the round planned and not yet launched
+        self.pending: Outcome | None = None  # the round launched and not yet folded in
+        self.launched = 0
+        self.running: dict[str, Any] = {}  # what the live view shows of the round in flight
+        self.last_plan: NextRound | None = None
+
+    # ------------------------------------------------------------------ set-up
+
+    def check_commands(self) -> None:
+        for job in self.jobs or ():
+            if not job.command and self.config.default_command is None:
+                raise InputError(
+                    f"job {job.job_id!r} has no command: add a 'command' column, or give --default-command",
+                    path=self.config.jobs,
+                    field="command",
+                )
+
+    def resume(self) -> None:
+        """Pick up where the state stands: a planned round not yet launched, or a launched one
+        whose outcome is folded in next."""
+        if not self.config.state.exists():
+            if self.jobs is None:
+                raise InputError(f"no state yet at {self.config.state}: give --jobs to start", field="--jobs")
+            return
+        self.document = StateDocument.from_json(read_state(self.config.state), self.config.state)
+        if self.document.launch is not None:
+            self.entry = self.document.launch
+            if self.entry.launcher not in (None, self.launcher.name):
+                raise InputError(
+                    f"this state is run by {self.entry.launcher!r}, not {self.launcher.name!r}",
+                    path=self.config.state,
+                    field="launch.launcher",
+                )
+            self.entry.launcher = self.launcher.name
+        last = self.document.last_plan
+        if last is None or last.rounds == 0:
+            return
+        planned = last.first_round + last.rounds - 1
+        if self.entry.launched_round == planned:
+            self.pending = self._saved_outcome(planned)
+            return
+        schedule = self._round_file(last.id)
+        if schedule is not None:
+            self.schedule = schedule
+            self.events.emit("resume", round=planned, what="launching the planned round")
+        else:  # the round file is gone or another's: plan again, nobody is credited that round
+            self.pending = Outcome(planned, 0.0, None, {})
+
+    def _round_file(self, plan_id: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.config.round_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        found = (data.get("next_round") or {}).get("plan_id") if isinstance(data, dict) else None
+        return data if found == plan_id else None
+
+    def _saved_outcome(self, index: int) -> Outcome:
+        path = self.config.outcome_file(index)
+        if path.exists():
+            return Outcome.from_json(json.loads(path.read_text(encoding="utf-8")), path)
+        # The run died while the round ran: what the jobs reported since its launch still counts.
+        since = self.entry.launched_at or 0.0
+        jobs = self._round_jobs(
+            self._round_file(self.document.last_plan.id) if self.document and self.document.last_plan else None
+        )
+        reports = read_round(self.config.progress_dir, jobs, since)
+        self.events.emit(
+            "resume", round=index, what="the last run stopped during this round", reports=len(reports.jobs)
+        )
+        return Outcome(index, 0.0, None, reports.jobs)
+
+    @staticmethod
+    def _round_jobs(schedule: dict[str, Any] | None) -> list[str]:
+        if not schedule or not schedule.get("rounds"):
+            return []
+        return [j for a in schedule["rounds"][0]["assignments"] for j in a["jobs"]]
+
+    # ------------------------------------------------------------------ one round
+
+    def plan(self) -> bool:
+        """Fold the pending outcome in and plan the next round; False when nothing is left."""
+        state = self.launcher.cluster_state(self.cluster)
+        unusable = unusable_nodes(self.cluster, state)
+        changes = node_changes(self.entry.unusable, unusable)
+        for node, why in changes.lost.items():
+            self.events.emit("node_lost", node=node, reason=why)
+        for node in changes.back:
+            self.events.emit("node_back", node=node)
+        self.entry.unusable = unusable
+        progress, give_up = self._fold()
+        inputs = {"table": self.config.table, "cluster": self.config.cluster}
+        if self.config.jobs is not None:
+            inputs["jobs"] = self.config.jobs
+        result = next_round(
+            self.table,
+            usable_cluster(self.cluster, state),
+            state=self.document,
+            jobs=self.jobs,
+            progress=progress,
+            policy=self.config.policy,
+            round_s=self.config.round_s,
+            inputs=inputs,
+            state_path=self.config.state,
+            progress_path=self.config.progress_dir,
+            failed=give_up,
+            retry=self.config.retry if self.document is not None else (),
+            launch=self.entry,
+            resolve=changes.summary() if changes and self.document is not None else None,
+        )
+        self.config.retry = []
+        for note in result.notes:
+            self.events.emit("note", text=note)
+        for warning in result.warnings:
+            self.events.emit("warning", text=warning)
+        state_text = json.dumps(result.state, separators=(",", ":")) + "\n"
+        self.config.work_dir.mkdir(parents=True, exist_ok=True)
+        write_together(
+            [
+                *schedule_files(result.schedule, self.config.round_file, None, compact=True),
+                (self.config.state, state_text),
+            ]
+        )
+        self.document = StateDocument.from_json(result.state, self.config.state)
+        self.entry = self.document.launch or self.entry
+        self.last_plan = result
+        self.schedule = result.schedule.to_json()
+        self.pending = None
+        rounds = self.schedule["rounds"]
+        self.events.emit(
+            "plan",
+            round=rounds[0]["index"] if rounds else None,
+            assignments=len(rounds[0]["assignments"]) if rounds else 0,
+            active=self.schedule["next_round"]["active_jobs"],
+            waiting=self.schedule["next_round"]["waiting_jobs"],
+            unusable_nodes=sorted(unusable),
+            plan_ms=round(result.timings.get("total_s", 0.0) * 1000, 1),
+        )
+        return bool(rounds)
+
+    def _fold(self) -> tuple[Progress | None, dict[str, str]]:
+        outcome = self.pending
+        if outcome is None:
+            return None, {}
+        give_up: dict[str, str] = {}
+        if outcome.result is not None and not outcome.interrupted:
+            finished = {j for j, r in outcome.reports.items() if r.finished}
+            update = count_failures(
+                self.entry.failures,
+                outcome.result.jobs,
+                set(outcome.reports),
+                max_failures=self.config.max_failures,
+                finished=finished,
+            )
+            self.entry.failures = update.failures
+            for jid, why in update.faults.items():
+                self.events.emit("job_failed", job_id=jid, round=outcome.index, reason=why, count=update.failures[jid])
+            for jid, why in update.give_up.items():
+                self.events.emit("job_given_up", job_id=jid, reason=why)
+                self.entry.failures.pop(jid, None)
+            give_up = update.give_up
+        engine_t = self.document.engine.t if self.document is not None else None
+        return outcome.progress(engine_t), give_up
+
+    def run_round(self) -> None:
+        """Launch the planned round and keep its clock; its outcome becomes pending."""
+        assert self.schedule is not None and self.document is not None
+        rnd = self.schedule["rounds"][0]
+        index, jobs = rnd["index"], self._round_jobs(self.schedule)
+        set_aside(self.config.progress_dir, index)
+        self.config.progress_dir.mkdir(parents=True, exist_ok=True)
+        started = time.time()
+        self.entry.launched_round, self.entry.launched_at = index, started
+        self._write_launch_entry()
+        round_s = float(self.schedule["round_s"])
+        self.running = {"index": index, "started": started, "round_s": round_s, "jobs": jobs}
+        self.events.emit("round_start", round=index, jobs=jobs, round_s=round_s)
+        if rnd["assignments"]:
+            result, interrupted = self._drive(rnd, started, round_s)
+        else:  # nothing can run (every job waits for nodes): let the round's time pass
+            while time.time() < started + round_s and not self.stop.after_round:
+                time.sleep(min(POLL_S, max(0.0, started + round_s - time.time())))
+                if self.on_round is not None:
+                    self.on_round(self)
+            result, interrupted = RoundResult(index, started, time.time()), False
+        self._record(rnd, jobs, started, result, interrupted)
+
+    def _drive(self, rnd: dict[str, Any], started: float, round_s: float) -> tuple[RoundResult, bool]:
+        """Export, launch and wait for one round; (what became of it, cancelled by the operator)."""
+        index = rnd["index"]
+        prepared = self.launcher.prepare(self._context(), self.config.launch_dir, dict(self.config.export_options))
+        handle = self.launcher.launch(prepared, started)
+        for a in rnd["assignments"]:
+            nodes = sorted({g["node"] for g in a["gpus"]})
+            for jid in a["jobs"]:
+                self.events.emit("job_start", job_id=jid, round=index, worker_type=a["worker_type"], nodes=nodes)
+        give_up_at = started + 10 * round_s + 600  # a launcher that never ends a round
+        interrupted = False
+        while not self.launcher.wait(handle, min(time.time() + POLL_S, give_up_at)):
+            if self.on_round is not None:
+                self.on_round(self)
+            if self.stop.now:
+                self.events.emit("run_stop", what="cancelling the round's jobs now")
+                self.launcher.cancel(handle)
+                interrupted = True
+                break
+            if time.time() >= give_up_at:
+                self.events.emit("warning", text=f"round {index} still runs long after its end: cancelling it")
+                self.launcher.cancel(handle)
+                break
+        return self.launcher.collect(handle), interrupted
+
+    def _record(
+        self, rnd: dict[str, Any], jobs: list[str], started: float, result: RoundResult, interrupted: bool
+    ) -> None:
+        """Read the round's reports, log each job's end, and save the outcome (before the next
+        plan folds it in: a run stopped now is continued from it)."""
+        index = rnd["index"]
+        for jid in jobs:
+            result.jobs.setdefault(jid, JobResult(jid, JobState.NOT_RUN, None, "not started by the launcher"))
+        reports = read_round(self.config.progress_dir, jobs, started)
+        for path in reports.stale:
+            self.events.emit("warning", text=f"{path}: written before round {index} started; not read as its report")
+        for problem in reports.problems:
+            self.events.emit("warning", text=problem)
+        for jid in jobs:
+            r, report = result.jobs[jid], reports.jobs.get(jid)
+            self.events.emit(
+                "job_end",
+                job_id=jid,
+                round=index,
+                state=str(r.state),
+                exit_code=r.exit_code,
+                detail=r.detail,
+                steps_done=None if report is None else report.steps_done,
+                finished=None if report is None else report.finished,
+            )
+        outcome = Outcome(index, float(rnd["start_s"]), result, reports.jobs, interrupted)
+        write_text_atomic(self.config.outcome_file(index), json.dumps(outcome.to_json(), indent=1) + "\n")
+        seconds = round(result.ended_at - result.started_at, 2)
+        self.events.emit("round_end", round=index, seconds=seconds, error=result.error)
+        self.pending, self.schedule, self.running = outcome, None, {}
+        self.launched += 1
+
+    def _write_launch_entry(self) -> None:
+        """The state with this launch noted, before anything starts: a run that dies now is
+        continued without launching the round a second time."""
+        assert self.document is not None
+        self.document.launch = self.entry
+        write_text_atomic(self.config.state, json.dumps(self.document.to_json(), separators=(",", ":")) + "\n")
+
+    def _context(self) -> ExportContext:
+        assert self.schedule is not None
+        commands = {}
+        for jid, entry in self.schedule["jobs"].items():
+            command = entry.get("command") or self.config.default_command
+            if not command:
+                raise InputError(f"job {jid!r} has no command; give --default-command", field="command")
+            commands[jid] = command
+        usable = usable_cluster(self.cluster, self.launcher.cluster_state(self.cluster))
+        return ExportContext(self.schedule, self.config.round_file, usable, commands, self.table)
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> RunSummary:
+        self.check_commands()
+        self.resume()
+        self.events.emit("run_start", launcher=self.launcher.name, state=str(self.config.state))
+        while True:
+            if self.schedule is None:
+                if not self.plan():
+                    break
+            if self.stop.after_round:
+                break
+            self.run_round()
+            if self.stop.after_round:
+                break
+        return self.summary()
+
+    def summary(self) -> RunSummary:
+        doc = self.document
+        failed = dict(self.entry.failed)
+        finished = [] if doc is None else [e.job.job_id for e in doc.jobs if e.status == "finished"]
+        stopped = self.stop.signals[0] if self.stop.signals else None
+        if stopped is not None and (self.schedule is not None or self.pending is not None):
+            status = 128 + stopped
+        else:
+            status = 1 if failed else 0
+        self.events.emit("run_end", status=status, finished=len(finished), failed=sorted(failed), rounds=self.launched)
+        return RunSummary(status, finished, failed, self.launched, stopped)
