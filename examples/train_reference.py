@@ -8,6 +8,9 @@ then writes a checkpoint and the progress report and exits 0. Alone or under tor
     python examples/train_reference.py --batch-size 64
     torchrun --nnodes=$ROTA_NUM_NODES --node_rank=$ROTA_NODE_RANK --master_addr=$ROTA_MASTER_ADDR \
         --master_port=$ROTA_MASTER_PORT --nproc_per_node=1 examples/train_reference.py
+
+torchrun itself exits 1 after SIGTERM however cleanly its workers stop: see --done-file and
+examples/README.md for the command that keeps such a round from failing.
 """
 
 from __future__ import annotations
@@ -35,8 +38,11 @@ def env_int(name: str) -> int | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
-    if not re.fullmatch(r"\d+", raw):
-        print(f"train_reference.py: error: {name} must be a whole number >= 0, got {raw!r}", file=sys.stderr)
+    if not re.fullmatch(r"[0-9]{1,18}", raw):
+        print(
+            f"train_reference.py: error: {name} must be a whole number of steps (0 to 18 digits), got {raw!r}",
+            file=sys.stderr,
+        )
         sys.exit(2)
     return int(raw)
 

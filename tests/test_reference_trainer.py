@@ -132,7 +132,7 @@ def test_bad_env_value_is_a_one_line_error(tmp_path: Path, name: str) -> None:
     done = run(tmp_path, **{name.lower(): "abc"})
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"train_reference.py: error: ROTA_{name} must be a whole number >= 0, got 'abc'"
+        f"train_reference.py: error: ROTA_{name} must be a whole number of steps (0 to 18 digits), got 'abc'"
     ]
     assert not (tmp_path / "ckpt").exists()
 
