@@ -344,12 +344,19 @@ def test_gpu_product_label_values(schedule, tmp_path):
                 ]
         return found
 
-    export_schedule("kubernetes", load_context(schedule), tmp_path / "a")
+    guessed = load_context(schedule)
+    export_schedule("kubernetes", guessed, tmp_path / "a")
     assert selectors(tmp_path / "a") == {
         "a100": "NVIDIA-A100-SXM4-80GB",
         "v100": "Tesla-V100-SXM2-16GB",
         "t4": "Tesla-T4",
     }
+    # every guessed type is named (an a100 or v100 node may carry another model's value)
+    assert sorted(n.split("'")[1] for n in guessed.notes if n.startswith("guessed nvidia.com/gpu.product=")) == [
+        "a100",
+        "t4",
+        "v100",
+    ]
     spec = yaml.safe_load((DATA / "cluster.yaml").read_text())
     spec["worker_types"]["v100"]["gpu_product"] = "Tesla-V100-SXM2-32GB"
     spec["worker_types"]["a100"]["gpu_product"] = "NVIDIA-A100-SXM4-40GB"
@@ -357,7 +364,7 @@ def test_gpu_product_label_values(schedule, tmp_path):
     ctx = load_context(schedule, cluster=tmp_path / "cluster.yaml")
     export_schedule("kubernetes", ctx, tmp_path / "b", gpu_product=["a100=A100-PCIE-40GB"])
     assert selectors(tmp_path / "b") == {"a100": "A100-PCIE-40GB", "v100": "Tesla-V100-SXM2-32GB", "t4": "Tesla-T4"}
-    assert ctx.notes == []
+    assert len(ctx.notes) == 1 and ctx.notes[0].startswith("guessed nvidia.com/gpu.product=Tesla-T4 for worker type 't4'")
 
 
 def test_unknown_gpu_product_warns(tmp_path, monkeypatch):
