@@ -51,7 +51,11 @@ def export_command(
     queue: Annotated[Optional[str], typer.Option(help="Kubernetes: Volcano queue / Kueue LocalQueue name.")] = None,
     namespace: Annotated[Optional[str], typer.Option(help="Kubernetes: namespace.")] = None,
     image: Annotated[
-        str, typer.Option(help="Kubernetes: container image that holds the job commands.")
+        str,
+        typer.Option(
+            help="Kubernetes: container image that holds the job commands (a job list's 'image' column "
+            "overrides it per job)."
+        ),
     ] = "rota-workload:latest",
     label_key: Annotated[
         str, typer.Option(help="Kubernetes: node label with the GPU product.")
@@ -60,11 +64,32 @@ def export_command(
         Optional[list[str]],
         typer.Option(
             help="Kubernetes: TYPE=LABEL_VALUE (repeatable), "
-            "e.g. v100=Tesla-V100-SXM2-16GB; default: the "
-            "worker type's name."
+            "e.g. v100=Tesla-V100-SXM2-16GB; default: --nodes-json, else the cluster spec's gpu_product, "
+            "else a guess (with a warning)."
         ),
     ] = None,
     gpu_resource: Annotated[str, typer.Option(help="Kubernetes: GPU resource name.")] = "nvidia.com/gpu",
+    nodes_json: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Kubernetes: a saved 'kubectl get nodes -o json'; each worker type's GPU-product label value "
+            "is read from its nodes (named as in the cluster spec)."
+        ),
+    ] = None,
+    pod_template: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Kubernetes: YAML with 'pod:' fields (volumes, tolerations, imagePullSecrets, serviceAccountName, "
+            "priorityClassName, nodeSelector) and 'container:' fields (env, volumeMounts, resources, "
+            "imagePullPolicy, workingDir) added to every pod."
+        ),
+    ] = None,
+    shm: Annotated[
+        bool, typer.Option(help="Kubernetes: mount a memory-backed emptyDir at /dev/shm in every pod.")
+    ] = True,
+    shm_size: Annotated[
+        Optional[str], typer.Option(help="Kubernetes: sizeLimit of the /dev/shm volume, e.g. 16Gi.")
+    ] = None,
     pin_nodes: Annotated[
         bool,
         typer.Option(
@@ -104,6 +129,10 @@ def export_command(
         label_key=label_key,
         gpu_product=list(gpu_product or []),
         gpu_resource=gpu_resource,
+        nodes_json=nodes_json,
+        pod_template=pod_template,
+        shm=shm,
+        shm_size=shm_size,
         pin_nodes=pin_nodes,
         accelerator_type=list(accelerator_type or []),
         node_resource=node_resource,
