@@ -181,6 +181,25 @@ class LocalRayCluster:
                 p.wait(timeout=5)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
+    def raylet_pid(self, name: str) -> int:
+        """The pid of node `name`'s raylet (a descendant of its `ray start --block`)."""
+        proc = self.procs[[n.name for n in self.nodes].index(name)]
+        for pid in descendants(proc.pid):
+            try:
+                argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if argv0.endswith(b"/raylet"):
+                return pid
+        raise RuntimeError(f"no raylet found under node {name}")
+
+    def kill_raylet(self, name: str) -> int:
+        """SIGKILL node `name`'s raylet (a node lost mid-round); returns its pid."""
+        self._remember()
+        pid = self.raylet_pid(name)
+        os.kill(pid, signal.SIGKILL)
+        return pid
+
     def _remember_orphans(self) -> None:
         """Descendants of known pids that are still alive (workers whose raylet just went)."""
         for pid in list(self.known):
@@ -221,3 +240,19 @@ def running_cluster(nodes: list[FakeNode], what: str) -> Iterator[LocalRayCluste
         yield cluster
     finally:
         cluster.stop()
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """Pids of the live processes whose environment holds key=value (a test's marker), from /proc."""
+    needle = f"{key}={value}".encode()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            environ = Path(f"/proc/{entry}/environ").read_bytes()
+        except OSError:
+            continue
+        if needle in environ.split(b"\0") and _alive(int(entry)):
+            out.append(int(entry))
+    return out
