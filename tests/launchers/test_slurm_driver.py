@@ -67,7 +67,11 @@ def test_failed_overrunning_and_never_started_jobs_make_the_round_fail(slurm, tm
     jobs = {j["job_id"]: j for j in run.report["rounds"][0]["jobs"]}
     assert (jobs["ok"]["state"], jobs["ok"]["exit_code"]) == ("COMPLETED", 0)
     assert (jobs["fails"]["state"], jobs["fails"]["exit_code"]) == ("FAILED", 3)
-    assert jobs["waits"]["state"] == jobs["overruns"]["state"] == "CANCELLED"
+    # Slurm says CANCELLED for both; the driver knows which it never let start and which it killed
+    assert jobs["waits"]["slurm_state"] == jobs["overruns"]["slurm_state"] == "CANCELLED"
+    assert (jobs["waits"]["state"], jobs["overruns"]["state"]) == ("NOT_RUN", "KILLED")
+    # the round ends when the last job left the queue: after the killed job's KillWait, not at 8 s
+    assert run.report["rounds"][0]["ended_at"] > run.report["rounds"][0]["deadline_at"]
     assert run.report["exit_status"] == 1
     # scancel used to retry for 95 s; Slurm's own limit would have been 1 minute (+ KillWait=5 s)
     assert run.seconds < 40, f"the round of 8 s took {run.seconds:.0f} s"

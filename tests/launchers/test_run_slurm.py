@@ -1,0 +1,157 @@
+"""`rota run slurm` on a real single-host Slurm: a week's troubles in a few rounds.
+
+Healthy jobs, a job that always crashes, one that ignores SIGTERM, one an operator scancels,
+a stale progress report, a node drained mid-run and resumed; then Ctrl-C and a continued run.
+Each run ends with every healthy job finished, the faulty ones failed after --max-failures, no
+process of the test's jobs left, and credited steps equal to what the trainer checkpointed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from launchers.run_loop import (
+    checkpoint_steps,
+    common_args,
+    job_list,
+    marked_processes,
+    start_run,
+    state_jobs,
+)
+from launchers.slurm_rounds import environment, wait_for
+
+
+def _no_orphans(fake) -> None:
+    wait_for(lambda: not marked_processes(str(fake)), 30, "the jobs' processes to end")
+
+
+def _credited_equals_checkpoints(state, fake, jobs) -> None:
+    saved = state_jobs(state)
+    for jid in jobs:
+        assert saved[jid]["progress"] == int(checkpoint_steps(fake, jid)), (jid, saved[jid])
+
+
+def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm, tmp_path):
+    env = environment(slurm.env())
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    jobs = job_list(
+        tmp_path / "jobs.csv",
+        fake,
+        {
+            "healthy-a": ("ResNet-18,64,1", 4000, "--rate-scale 2"),
+            "healthy-b": ("LM,20,1", 7000, "--rate-scale 2"),
+            "gang": ("ResNet-50,32,2", 1500, "--rate-scale 2"),
+            "poked": ("CycleGAN,,1", 250, "--rate-scale 2"),
+            "crash": ("A3C,,1", 1000, "--fail"),
+            "stubborn": ("Transformer,64,1", 100000, "--ignore-term"),
+        },
+    )
+    run = start_run(tmp_path, "slurm", env, *common_args(jobs, 30, 8, "--max-failures", "2"))
+    try:
+        # round 0: an operator cancels 'poked' once it runs; a stale report for 'crash' appears
+        run.wait_event(lambda e: e["event"] == "job_start" and e["job_id"] == "poked", 60, "poked's start")
+        wait_for(lambda: any(e["event"] == "start" and e["job_id"] == "poked" for e in _fake_log(fake)), 30, "poked")
+        subprocess.run(["scancel", "--name=rota-r0000-poked"], env=env, check=True)
+        stale = run.work / "progress" / "crash.json"
+        stale.write_text(json.dumps({"job_id": "crash", "steps_done": 999, "finished": False}))
+        an_hour_ago = time.time() - 3600
+        os.utime(stale, (an_hour_ago, an_hour_ago))
+        # round 1: drain the node healthy-b runs on; resume it once round 2 has started
+        start_b = run.wait_event(
+            lambda e: e["event"] == "job_start" and e["job_id"] == "healthy-b" and e["round"] == 1, 120, "round 1"
+        )
+        drained = start_b["nodes"][0]
+        subprocess.run(
+            ["scontrol", "update", f"nodename={drained}", "state=drain", "reason=rota-test"], env=env, check=True
+        )
+        run.wait_event(lambda e: e["event"] == "round_start" and e["round"] == 2, 120, "round 2")
+        subprocess.run(["scontrol", "update", f"nodename={drained}", "state=resume"], env=env, check=True)
+        status = run.finish(600)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    events = run.events()
+    output = run.output()
+    assert status == 1, output
+    assert "failed: crash:" in output and "failed: stubborn:" in output
+    saved = state_jobs(run.state)
+    assert {j for j, e in saved.items() if e["status"] == "failed"} == {"crash", "stubborn"}
+    assert all(saved[j]["status"] == "finished" for j in ("healthy-a", "healthy-b", "gang", "poked")), saved
+    given_up = [e for e in events if e["event"] == "job_given_up"]
+    assert sorted(e["job_id"] for e in given_up) == ["crash", "stubborn"]
+    ends = {(e["job_id"], e["round"]): e for e in events if e["event"] == "job_end"}
+    assert ends[("stubborn", 0)]["state"] == "killed" and ends[("crash", 0)]["state"] == "failed"
+    assert ends[("poked", 0)]["state"] == "cancelled"
+    assert not [e for e in events if e["event"] == "job_failed" and e["job_id"] == "poked"]
+    # the stale report was not read as crash's: it was never credited a step
+    assert any(e["event"] == "warning" and "crash.json: written before round 0" in e["text"] for e in events)
+    assert saved["crash"]["progress"] == 0
+    # the drained node: reported lost, not planned on while drained, then back
+    lost = [e for e in events if e["event"] == "node_lost"]
+    assert [(e["node"], "drained" in e["reason"]) for e in lost] == [(drained, True)]
+    assert any(e["event"] == "node_back" and e["node"] == drained for e in events)
+    plans = [e for e in events if e["event"] == "plan"]
+    assert any(drained in e["unusable_nodes"] for e in plans)
+    starts = [e for e in events if e["event"] == "job_start"]
+    assert not [e for e in starts if e["round"] == 2 and drained in e["nodes"]]
+    _no_orphans(fake)
+    _credited_equals_checkpoints(run.state, fake, ["healthy-a", "healthy-b", "gang", "poked", "crash"])
+    # one log per job across every round, appended
+    logs = run.work / "launch" / "logs"
+    assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{j}.log" for j in saved)
+    assert (logs / "healthy-b.log").read_text().count('"event": "start"') == 0  # fake_train logs to its own file
+    rounds_b = {e["round"] for e in starts if e["job_id"] == "healthy-b"}
+    assert len(rounds_b) >= 3
+
+
+def test_ctrl_c_stops_after_the_round_and_a_new_run_continues(slurm, tmp_path):
+    env = environment(slurm.env())
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    jobs = job_list(
+        tmp_path / "jobs.csv",
+        fake,
+        {"one": ("ResNet-18,64,1", 2500, "--rate-scale 2"), "two": ("LM,20,1", 2500, "--rate-scale 2")},
+    )
+    args = common_args(jobs, 20, 6)
+    run = start_run(tmp_path, "slurm", env, *args)
+    try:
+        run.wait_event(lambda e: e["event"] == "job_start", 60, "a job's start")
+        run.proc.send_signal(signal.SIGINT)
+        status = run.finish(120)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    assert status == 128 + signal.SIGINT, run.output()
+    events = run.events()
+    # the round ran to its end: both jobs ended by themselves (completed), nothing cancelled
+    assert {e["job_id"]: e["state"] for e in events if e["event"] == "job_end"} == {
+        "one": "completed",
+        "two": "completed",
+    }
+    assert (run.work / "reports" / "round-0000.json").exists()
+    assert json.loads(run.state.read_text())["launch"]["launched_round"] == 0
+    _no_orphans(fake)
+
+    again = start_run(tmp_path, "slurm", env)  # the state names its inputs
+    try:
+        status = again.finish(300)
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+    assert status == 0, again.output()
+    events = again.events()
+    assert len([e for e in events if e["event"] == "round_start" and e["round"] == 0]) == 1, "round 0 ran twice"
+    saved = state_jobs(again.state)
+    assert saved["one"]["status"] == saved["two"]["status"] == "finished"
+    _credited_equals_checkpoints(again.state, fake, ["one", "two"])
+    _no_orphans(fake)
+
+
+def _fake_log(fake):
+    path = fake / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
