@@ -190,6 +190,7 @@ class RunLoop:
         self.launched = 0
         self.running: dict[str, Any] = {}  # what the live view shows of the round in flight
         self.last_plan: NextRound | None = None
+        self.overhead: dict[str, float] = {}  # this round's loop cost by phase (seconds)
 
     # ------------------------------------------------------------------ set-up
 
@@ -266,6 +267,7 @@ class RunLoop:
 
     def plan(self) -> bool:
         """Fold the pending outcome in and plan the next round; False when nothing is left."""
+        began = time.perf_counter()
         state = self.launcher.cluster_state(self.cluster)
         unusable = unusable_nodes(self.cluster, state)
         changes = node_changes(self.entry.unusable, unusable)
@@ -322,6 +324,7 @@ class RunLoop:
             unusable_nodes=sorted(unusable),
             plan_ms=round(result.timings.get("total_s", 0.0) * 1000, 1),
         )
+        self.overhead = {"plan_s": time.perf_counter() - began}
         return bool(rounds)
 
     def _fold(self) -> tuple[Progress | None, dict[str, str]]:
@@ -374,8 +377,10 @@ class RunLoop:
     def _drive(self, rnd: dict[str, Any], started: float, round_s: float) -> tuple[RoundResult, bool]:
         """Export, launch and wait for one round; (what became of it, cancelled by the operator)."""
         index = rnd["index"]
+        began = time.perf_counter()
         prepared = self.launcher.prepare(self._context(), self.config.launch_dir, dict(self.config.export_options))
         handle = self.launcher.launch(prepared, started)
+        self.overhead["launch_s"] = time.perf_counter() - began
         for a in rnd["assignments"]:
             nodes = sorted({g["node"] for g in a["gpus"]})
             for jid in a["jobs"]:
@@ -394,7 +399,10 @@ class RunLoop:
                 self.events.emit("warning", text=f"round {index} still runs long after its end: cancelling it")
                 self.launcher.cancel(handle)
                 break
-        return self.launcher.collect(handle), interrupted
+        began = time.perf_counter()
+        result = self.launcher.collect(handle)
+        self.overhead["collect_s"] = time.perf_counter() - began
+        return result, interrupted
 
     def _record(
         self, rnd: dict[str, Any], jobs: list[str], started: float, result: RoundResult, interrupted: bool
@@ -424,7 +432,9 @@ class RunLoop:
         outcome = Outcome(index, float(rnd["start_s"]), result, reports.jobs, interrupted)
         write_text_atomic(self.config.outcome_file(index), json.dumps(outcome.to_json(), indent=1) + "\n")
         seconds = round(result.ended_at - result.started_at, 2)
-        self.events.emit("round_end", round=index, seconds=seconds, error=result.error)
+        # The loop's own cost this round (plan + export + launch + collect), not the jobs' time.
+        loop_s = {k: round(v, 4) for k, v in self.overhead.items()}
+        self.events.emit("round_end", round=index, seconds=seconds, error=result.error, loop_s=loop_s)
         self.pending, self.schedule, self.running = outcome, None, {}
         self.launched += 1
 
