@@ -191,6 +191,10 @@ class Watch:
         """A pod still runs (or waits) as far as the latest listing says."""
         return any(self._state(n, round_over=False) not in FINAL for n in self.pods)
 
+    def started_running(self) -> bool:
+        """A pod that started still runs, as far as the latest listing says."""
+        return any(self._state(n, round_over=False) == "RUNNING" for n in self.pods)
+
     def all_ended(self) -> bool:
         """Every expected pod has been seen and has ended."""
         counts: dict[str, int] = {}
@@ -337,7 +341,7 @@ class Round:
                 break
             time.sleep(max(0.0, min(self.poll_s, end - now)))
         settle = time.time() + SETTLE_S
-        while self.watch.running() and time.time() >= end and time.time() < settle:
+        while self.watch.started_running() and time.time() >= end and time.time() < settle:
             time.sleep(min(self.poll_s, 2.0))  # the kubelet is still stopping a pod (its SIGKILL is due at the end)
             self.poll(deadline)
         self.ended_at = time.time()
