@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 
 import pytest
-from conftest import DATA
+from conftest import DATA, ROOT
 
 from planner.errors import InputError
 from planner.export import export_schedule, load_context
@@ -114,3 +116,79 @@ def test_round_report_gives_each_job_its_state_from_every_node():
         ("c", "g-gang", "FAILED", [0, 1]),
         ("d", "g-late", "NOT_RUN", []),
     ]
+
+
+def test_round_report_lost_cancelled_and_not_run_bundles():
+    from planner.export.ray_driver import round_report
+
+    rnd = {
+        "index": 2,
+        "groups": [
+            {"name": "g-gang", "bundles": [{}, {}], "jobs": [{"job_id": "a"}]},
+            {"name": "g-cut", "bundles": [{}], "jobs": [{"job_id": "b"}]},
+            {"name": "g-big", "bundles": [{}], "jobs": [{"job_id": "c"}]},
+        ],
+    }
+    # a: rank 0 ended when its gang's node 1 was lost; b cancelled; c not placed
+    outcomes = {
+        "g-gang/1": ("LOST", "node t4-1 died"),
+        "g-cut/0": ("CANCELLED", "cancelled by the operator"),
+        "g-big/0": ("NOT_RUN", "not placed within 3 s"),
+    }
+    report = round_report(rnd, {"g-gang/0": [-15]}, 1.0, outcomes=outcomes, gpus={"g-gang/0": "t4-0:1"})
+    assert [(j["job_id"], j["state"], j["exit_codes"], j.get("detail")) for j in report["jobs"]] == [
+        ("a", "LOST", [-15], "node t4-1 died"),
+        ("b", "CANCELLED", [], "cancelled by the operator"),
+        ("c", "NOT_RUN", [], "not placed within 3 s"),
+    ]
+    assert report["jobs"][0]["gpus"] == ["t4-0:1", None]
+
+
+def test_the_ray_adapter_reads_node_states_and_round_reports(tmp_path):
+    """Ray is not imported: node states come from ray.nodes() entries, results from the driver's report."""
+    from planner.launch.adapter import JobState, NodeState
+    from planner.launch.ray import node_states, round_result
+
+    (tmp_path / "c.yaml").write_text(
+        "worker_types:\n  t4: {gpus: 8, gpus_per_node: 2, nodes: [t4-0, t4-1, t4-2, t4-3]}\n"
+    )
+    cluster = read_cluster(tmp_path / "c.yaml")
+    nodes = [
+        {"NodeID": "n0", "Alive": True, "NodeName": "10.0.0.1", "Resources": {"node:t4-0": 1.0, "GPU": 2.0}},
+        {"NodeID": "n1", "Alive": True, "NodeName": "10.0.0.2", "Resources": {"node:t4-1": 1.0, "CPU": 4.0}},
+        {"NodeID": "n2", "Alive": False, "NodeName": "10.0.0.3", "Resources": {}},  # t4-2, seen before
+    ]
+    seen = {"t4-2": {"n2"}}
+    state = node_states(nodes, cluster, "node:", seen)
+    assert state.nodes["t4-0"] == NodeState("t4-0", usable=True, gpus=2)
+    assert state.unusable() == {"t4-1": "advertises no GPUs", "t4-2": "lost", "t4-3": "unknown to the launcher"}
+    assert seen["t4-0"] == {"n0"}
+    # a dead node named like the spec's node is known without having been seen
+    named = node_states([{"NodeID": "x", "Alive": False, "NodeName": "t4-3", "Resources": {}}], cluster, "node:")
+    assert named.nodes["t4-3"].reason == "lost"
+
+    report = {
+        "index": 5,
+        "started_at": 10.0,
+        "ended_at": 40.0,
+        "error": None,
+        "jobs": [
+            {"job_id": "a", "group": "g1", "state": "COMPLETED", "exit_codes": [0, 0], "gpus": ["t4-0:0", "t4-1:1"]},
+            {"job_id": "b", "group": "g2", "state": "KILLED", "exit_codes": [-9]},
+            {"job_id": "c", "group": "g3", "state": "LOST", "exit_codes": [], "detail": "node t4-2 died"},
+            {"job_id": "d", "group": "g4", "state": "NOT_RUN", "exit_codes": [], "detail": "not placed within 3 s"},
+        ],
+    }
+    result = round_result(report, None)
+    assert (result.index, result.started_at, result.ended_at, result.error) == (5, 10.0, 40.0, None)
+    assert {j: (r.state, r.exit_code) for j, r in result.jobs.items()} == {
+        "a": (JobState.COMPLETED, 0),
+        "b": (JobState.KILLED, -9),
+        "c": (JobState.LOST, None),
+        "d": (JobState.NOT_RUN, None),
+    }
+    assert result.jobs["a"].detail == "g1: GPUs t4-0:0,t4-1:1" and "node t4-2 died" in result.jobs["c"].detail
+    # the adapter and the driver import ray only when they talk to it
+    code = "import sys, planner.launch.ray, planner.export.ray_driver; print('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "False", done.stdout + done.stderr

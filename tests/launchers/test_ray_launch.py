@@ -1,10 +1,11 @@
 """rota's Ray export run for real on a local CPU-only Ray cluster (tests/launchers/ray_cluster.py).
 
 The job command is tests/launchers/fake_train.py, which logs where, when and with what it ran. Checked:
-every job runs on its planned nodes and worker type, once per node with the gang variables, sees SIGTERM
-no earlier than the round's end minus the grace period (minus 2 s of slack), checkpoints and resumes,
-and the progress it reports is what the next planning call reads back; a group that cannot be placed
-fails the round with an error that names it.
+every job runs on its planned nodes and worker type, once per node with the gang variables and ROTA_GPUS
+naming the GPUs Ray gave it, sees SIGTERM at the round's start (the driver's, not the job's) plus
+round_s - grace_s, checkpoints and resumes, and the progress it reports is what the next planning call
+reads back; a group that cannot be placed is NOT_RUN and named, the others run. The same through the
+`rota run` adapter (planner/launch/ray.py), whose clock starts at the loop's round start, and its cancel.
 """
 
 from __future__ import annotations
@@ -15,18 +16,23 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.launchers.ray_cluster import FakeNode, LocalRayCluster, running_cluster
+from planner.export import load_context
+from planner.formats.cluster import read_cluster
+from planner.launch.adapter import JobState, NodeState
+from planner.launch.ray import RayLauncher
+from tests.launchers.ray_cluster import FakeNode, LocalRayCluster, processes_with_env, running_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_TRAIN = Path(__file__).with_name("fake_train.py")
 TABLE = ROOT / "data" / "throughputs.csv"
 ROUND_S = 24
 GRACE_S = 6
-SLACK_S = 2  # a job's own start-up: it may hear the round's clock start a little before it did
+CLOCK_SLACK_S = 5  # a loaded 2-core machine: a signal within this of its time
 
 # One raylet per node; v100-0 is also the head.
 NODES = [FakeNode("v100-0", 2, "V100"), FakeNode("t4-0", 2, "T4"), FakeNode("t4-1", 2, "T4"), FakeNode("t4-2", 2, "T4")]
@@ -50,6 +56,18 @@ JOBS = [
 @pytest.fixture(scope="module")
 def ray_cluster():
     yield from running_cluster(NODES, "the Ray launcher tests")
+
+
+@pytest.fixture(scope="module")
+def ray_client(ray_cluster):
+    """This process as a Ray driver of the module's cluster (the adapter tests), gone before it stops."""
+    import ray
+
+    ray.init(address=ray_cluster.address, logging_level="ERROR", log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 @pytest.fixture
@@ -103,7 +121,29 @@ def expected_port(job_id: str) -> int:
     return 29500 + int.from_bytes(hashlib.sha256(job_id.encode()).digest()[:4], "big") % 1000
 
 
-def check_round(rnd: dict, plan: dict, log: list[dict], progress_dir: Path | None) -> dict[str, float]:
+def check_gpus(env: dict[str, str], node: str, planned: str) -> None:
+    """ROTA_GPUS: the GPUs Ray gave this process's task (CUDA_VISIBLE_DEVICES), on its planned node;
+    ROTA_PLANNED_GPUS: the plan's."""
+    got = ",".join(f"{node}:{g}" for g in env["CUDA_VISIBLE_DEVICES"].split(","))
+    assert env["ROTA_GPUS"] == got, (env["ROTA_JOB_ID"], env["ROTA_GPUS"], got)
+    assert env["ROTA_PLANNED_GPUS"] == planned
+
+
+def check_sigterm(jid: str, signal_time: float, round_start: float, plan: dict) -> None:
+    """SIGTERM at the round's start + round_s - grace_s (the round's clock, not the job's)."""
+    late = signal_time - (round_start + plan["round_s"] - plan["grace_s"])
+    assert abs(late) <= CLOCK_SLACK_S, f"{jid}: SIGTERM {late:+.1f} s off the round's clock"
+
+
+def round_started(launch: Path, index: int) -> float:
+    """When the driver started round `index` (its state report)."""
+    (ran,) = [r for r in json.loads((launch / "ray_state.json").read_text())["rounds"] if r["index"] == index]
+    return ran["started_at"]
+
+
+def check_round(
+    rnd: dict, plan: dict, log: list[dict], progress_dir: Path | None, round_start: float
+) -> dict[str, float]:
     """Every job of the round ran where and how it was planned; returns the steps each one reported."""
     index = str(rnd["index"])
     reported = {}
@@ -124,11 +164,11 @@ def check_round(rnd: dict, plan: dict, log: list[dict], progress_dir: Path | Non
                 assert ran_on == group["nodes"][rank], f"{jid} rank {rank} ran on {ran_on}, planned {group['nodes']}"
                 assert NODE_TYPE[ran_on] == env["ROTA_WORKER_TYPE"] == group["worker_type"]
                 assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == group["bundles"][rank]["GPU"]
+                check_gpus(env, ran_on, job["env"]["ROTA_PLANNED_GPUS"])
                 assert env["ROTA_NUM_NODES"] == str(n) and env["ROTA_MASTER_PORT"] == str(expected_port(jid))
                 signals = [e for e in mine if e["event"] == "signal" and e["pid"] == s["pid"]]
                 assert signals and signals[0]["signal"] == "SIGTERM", (jid, signals)
-                earliest = s["time"] + plan["round_s"] - plan["grace_s"] - SLACK_S
-                assert signals[0]["time"] >= earliest, f"{jid}: SIGTERM {earliest - signals[0]['time']:.1f} s early"
+                check_sigterm(jid, signals[0]["time"], round_start, plan)
                 (stop,) = [e for e in mine if e["event"] == "stop" and e["pid"] == s["pid"]]
                 assert stop["reason"] == "SIGTERM"
             (rank0,) = [s for s in starts if s["env"]["ROTA_NODE_RANK"] == "0"]
@@ -156,7 +196,7 @@ def test_one_round_runs_as_planned(ray_cluster, inputs):
     assert run.returncode == 0, run.stdout + run.stderr
     (rnd,) = [r for r in plan["rounds"] if r["index"] == 1]
     assert any(len(g["nodes"]) == 2 for g in rnd["groups"]), "the round holds a two-node gang"
-    reported = check_round(rnd, plan, events(inputs["work"]), None)
+    reported = check_round(rnd, plan, events(inputs["work"]), None, round_started(d / "launch", 1))
     assert set(reported) == {j["job_id"] for g in rnd["groups"] for j in g["jobs"]}
     for jid, steps in reported.items():
         assert checkpoint(inputs["work"], jid) == steps > 0
@@ -211,7 +251,7 @@ def test_next_round_loop(ray_cluster, inputs):
         run = drive(d / f"launch-{k}" / "ray_plan.json", ray_cluster)
         assert run.returncode == 0, run.stdout + run.stderr
         log = events(work)
-        reported = check_round(rnd, plan, log, progress)
+        reported = check_round(rnd, plan, log, progress, round_started(d / f"launch-{k}", k))
         for jid in reported:  # each start resumed from the job's last checkpoint
             resumed = {
                 e["resumed"] for e in log if e["event"] == "start" and e["job_id"] == jid and e["round"] == str(k)
@@ -235,28 +275,104 @@ def _groups(launch: Path) -> list[dict]:
     return [g for r in json.loads((launch / "ray_plan.json").read_text())["rounds"] for g in r["groups"]]
 
 
-def test_unplaceable_group_fails_the_round_by_name(ray_cluster, inputs):
+def plan_rounds(inputs: dict[str, Path], rounds: int) -> None:
+    rota("plan", "--table", TABLE, "--jobs", inputs["jobs"], "--cluster", inputs["cluster"], "--rounds", str(rounds),
+         "--round-length", str(ROUND_S), "--out", "schedule.json", cwd=inputs["dir"])  # fmt: skip
+
+
+def spoil(rnd: dict) -> tuple[dict, dict]:
+    """Two one-node groups of `rnd` made unplaceable: the first asks for 3 GPUs of a 2-GPU node (a
+    resource the cluster has: only the placement timeout ends its wait), the second for a node no
+    raylet advertises (refused at once). Returns them."""
+    single = [g for g in rnd["groups"] if len(g["nodes"]) == 1]
+    assert len(single) >= 2 and len(rnd["groups"]) >= 3, "two one-node groups and others besides them"
+    waits, unknown = single[0], single[1]
+    waits["bundles"][0]["GPU"] = 3
+    unknown["bundles"][0]["node:t4-9"] = unknown["bundles"][0].pop(f"node:{unknown['nodes'][0]}")
+    return waits, unknown
+
+
+def test_an_unplaceable_group_costs_only_its_own_jobs(ray_cluster, inputs):
     d = inputs["dir"]
-    rota("plan", "--table", TABLE, "--jobs", inputs["jobs"], "--cluster", inputs["cluster"], "--rounds", "1",
-         "--round-length", str(ROUND_S), "--out", "schedule.json", cwd=d)  # fmt: skip
+    plan_rounds(inputs, 1)
     rota("export", "ray", "schedule.json", "--out", "launch", "--grace", str(GRACE_S), cwd=d)
     plan_path = d / "launch" / "ray_plan.json"
     plan = json.loads(plan_path.read_text())
-    group = plan["rounds"][0]["groups"][0]
-    jid = group["jobs"][0]["job_id"]
-    # more GPUs on its node than the node has: known resources, so only the timeout ends the wait
-    group["bundles"][0]["GPU"] = 3
+    (rnd,) = plan["rounds"]
+    waits, unknown = spoil(rnd)
     plan_path.write_text(json.dumps(plan))
     run = drive(plan_path, ray_cluster, "--placement-timeout", "3", timeout=120)
     assert run.returncode == 2, run.stdout + run.stderr
-    assert "not placed within 3 s" in run.stderr and group["name"] in run.stderr and jid in run.stderr
-    # a node no raylet advertises: refused at once, naming the resource
-    group["bundles"][0]["GPU"] = 1
-    group["bundles"][0]["node:t4-9"] = group["bundles"][0].pop(f"node:{group['nodes'][0]}")
-    plan_path.write_text(json.dumps(plan))
-    run = drive(plan_path, ray_cluster, timeout=120)
-    assert run.returncode == 2 and "node:t4-9" in run.stderr and group["name"] in run.stderr, run.stderr
-    assert events(inputs["work"]) == [], "nothing ran"
+    assert "not placed within 3 s" in run.stderr and waits["name"] in run.stderr, run.stderr
+    assert "node:t4-9" in run.stderr and unknown["name"] in run.stderr, run.stderr
     report = json.loads((d / "launch" / "ray_state.json").read_text())
-    assert report["exit_status"] == 2 and group["name"] in report["rounds"][-1]["error"]
-    assert {j["state"] for j in report["rounds"][-1]["jobs"]} == {"NOT_RUN"}
+    (ran,) = report["rounds"]
+    assert report["exit_status"] == 2 and waits["name"] in ran["error"] and unknown["name"] in ran["error"]
+    not_run = {j["job_id"] for g in (waits, unknown) for j in g["jobs"]}
+    states = {j["job_id"]: j["state"] for j in ran["jobs"]}
+    assert {jid for jid, state in states.items() if state == "NOT_RUN"} == not_run, states
+    assert {state for jid, state in states.items() if jid not in not_run} == {"COMPLETED"}, states
+    started = {e["job_id"] for e in events(inputs["work"]) if e["event"] == "start"}
+    assert started == set(states) - not_run, "the other groups ran, the two did not"
+
+
+def test_the_adapter_runs_a_round_on_the_loops_clock(ray_cluster, ray_client, inputs):
+    """rota run's path: cluster_state, prepare (the exporter's plan), launch with the loop's round start
+    (8 s before the launch: the round's clock counts from it), wait, collect; one group waits for 3
+    GPUs of a 2-GPU node, one for a node that does not exist: NOT_RUN, the others COMPLETED."""
+    d = inputs["dir"]
+    plan_rounds(inputs, 2)
+    spec = read_cluster(inputs["cluster"])
+    launcher = RayLauncher(ray_cluster.address, placement_timeout_s=3, grace_s=GRACE_S)
+    state = launcher.cluster_state(spec)
+    assert state.nodes == {n.name: NodeState(n.name, usable=True, gpus=n.gpus) for n in NODES}
+    prepared = launcher.prepare(load_context(d / "schedule.json"), d / "launch", {"round": 1})
+    assert (d / "launch" / "ray_driver.py").exists() and prepared.round["index"] == 1
+    waits, unknown = spoil(prepared.round)
+    round_start = time.time() - 8
+    handle = launcher.launch(prepared, round_start)
+    while not launcher.wait(handle, time.time() + 1):
+        assert time.time() < round_start + ROUND_S + 30, "the round ends by its deadline"
+    result = launcher.collect(handle)
+    assert result.index == 1 and result.error is None and result.started_at == round_start
+    not_run = {j["job_id"] for g in (waits, unknown) for j in g["jobs"]}
+    assert {jid: r.state for jid, r in result.jobs.items() if jid in not_run} == dict.fromkeys(
+        not_run, JobState.NOT_RUN
+    )
+    ran = {jid: r for jid, r in result.jobs.items() if jid not in not_run}
+    assert ran and all(r.state == JobState.COMPLETED and r.exit_code == 0 for r in ran.values()), result.jobs
+    assert "not placed within 3 s" in result.jobs[waits["jobs"][0]["job_id"]].detail
+    assert "node:t4-9" in result.jobs[unknown["jobs"][0]["job_id"]].detail
+    log = events(inputs["work"])
+    assert {e["job_id"] for e in log if e["event"] == "start"} == set(ran)
+    by_job = {j["job_id"]: (g, j) for g in prepared.round["groups"] for j in g["jobs"]}
+    for e in log:
+        group, job = by_job[e["job_id"]]
+        if e["event"] == "start":
+            rank = int(e["env"]["ROTA_NODE_RANK"])
+            check_gpus(e["env"], group["nodes"][rank], job["env"]["ROTA_PLANNED_GPUS"])
+        elif e["event"] == "signal":
+            assert e["signal"] == "SIGTERM"
+            check_sigterm(e["job_id"], e["time"], round_start, prepared.plan)
+    assert len([e for e in log if e["event"] == "signal"]) == len([e for e in log if e["event"] == "start"])
+
+
+def test_the_adapter_cancels_a_round(ray_cluster, ray_client, inputs):
+    """cancel(): every started job's processes are gone within seconds, its state CANCELLED."""
+    d, work = inputs["dir"], inputs["work"]
+    plan_rounds(inputs, 1)
+    launcher = RayLauncher(ray_cluster.address, grace_s=GRACE_S)
+    prepared = launcher.prepare(load_context(d / "schedule.json"), d / "launch", {})
+    jobs = {j["job_id"] for g in prepared.round["groups"] for j in g["jobs"]}
+    handle = launcher.launch(prepared, time.time())
+    while {e["job_id"] for e in events(work) if e["event"] == "start"} != jobs:
+        assert not launcher.wait(handle, time.time() + 0.5), "still running"
+    assert processes_with_env("FAKE_TRAIN_DIR", str(work))
+    cancelled = time.time()
+    launcher.cancel(handle)
+    while processes_with_env("FAKE_TRAIN_DIR", str(work)) and time.time() < cancelled + 30:
+        time.sleep(0.2)
+    gone = time.time() - cancelled
+    assert gone <= 8, f"the jobs lived {gone:.1f} s after cancel"
+    result = launcher.collect(handle)
+    assert {r.state for r in result.jobs.values()} == {JobState.CANCELLED}, result.jobs
