@@ -16,9 +16,11 @@ Read from:
 from __future__ import annotations
 
 import copy
+import csv
 import hashlib
 import json
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from conftest import DATA
 from typer.testing import CliRunner
 
 from planner.cli import app
+from planner.errors import InputError
 from planner.export import export_schedule, load_context
 from planner.export.kubernetes import VOLCANO_ACTIONS, VOLCANO_EVENTS, check_manifest
 from planner.formats.cluster import read_cluster
@@ -364,7 +367,9 @@ def test_gpu_product_label_values(schedule, tmp_path):
     ctx = load_context(schedule, cluster=tmp_path / "cluster.yaml")
     export_schedule("kubernetes", ctx, tmp_path / "b", gpu_product=["a100=A100-PCIE-40GB"])
     assert selectors(tmp_path / "b") == {"a100": "A100-PCIE-40GB", "v100": "Tesla-V100-SXM2-32GB", "t4": "Tesla-T4"}
-    assert len(ctx.notes) == 1 and ctx.notes[0].startswith("guessed nvidia.com/gpu.product=Tesla-T4 for worker type 't4'")
+    assert len(ctx.notes) == 1 and ctx.notes[0].startswith(
+        "guessed nvidia.com/gpu.product=Tesla-T4 for worker type 't4'"
+    )
 
 
 def test_unknown_gpu_product_warns(tmp_path, monkeypatch):
@@ -423,3 +428,264 @@ def test_gang_contract_in_the_pods(schedule, tmp_path, gang):
                 assert e["ROTA_MASTER_PORT"] == _port(e["ROTA_JOB_ID"])
                 assert e["ROTA_NODE_RANK"] == str(rank) and e["ROTA_NUM_NODES"] == str(len(templates))
     assert sizes == {1, 2}
+
+
+# ----------------------------------------------------------------- pod templates, images, /dev/shm, node labels
+
+KUBECTL = Path(__file__).parent / "data" / "kubectl"
+TEMPLATE = """\
+pod:
+  serviceAccountName: trainer
+  priorityClassName: research-high
+  imagePullSecrets: [{name: regcred}]
+  nodeSelector: {topology.kubernetes.io/zone: eu-west-1a}
+  tolerations:
+  - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
+  volumes:
+  - name: data
+    persistentVolumeClaim: {claimName: datasets}
+  - name: ckpt
+    nfs: {server: nfs.example.com, path: /exports/ckpt}
+container:
+  imagePullPolicy: Always
+  env:
+  - {name: HF_HOME, value: /data/hf}
+  - name: WANDB_API_KEY
+    valueFrom: {secretKeyRef: {name: wandb, key: api-key}}
+  volumeMounts:
+  - {name: data, mountPath: /data, readOnly: true}
+  - {name: ckpt, mountPath: /ckpt}
+  resources:
+    requests: {cpu: "8", memory: 64Gi}
+    limits: {memory: 64Gi}
+"""
+
+
+@pytest.mark.parametrize("gang", ["volcano", "kueue"])
+def test_pod_template_is_merged_into_every_pod(schedule, tmp_path, gang):
+    (tmp_path / "tpl.yaml").write_text(TEMPLATE)
+    out = tmp_path / "out"
+    export_schedule(
+        "kubernetes", load_context(schedule), out, gang=gang, pod_template=tmp_path / "tpl.yaml", shm_size="16Gi"
+    )
+    docs = manifests(out)
+    assert docs
+    for doc in docs:
+        assert strict_problems(doc) == [], doc["metadata"]["name"]
+        assert check_manifest(doc) == []
+        for pod in pods(doc):
+            spec = pod["spec"]
+            (container,) = spec["containers"]
+            assert spec["serviceAccountName"] == "trainer" and spec["priorityClassName"] == "research-high"
+            assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+            assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+            # maps merged: rota's selectors kept, the template's added
+            assert spec["nodeSelector"]["topology.kubernetes.io/zone"] == "eu-west-1a"
+            assert set(spec["nodeSelector"]) == {
+                "nvidia.com/gpu.product",
+                "kubernetes.io/hostname",
+                "topology.kubernetes.io/zone",
+            }
+            # lists appended after rota's own entries
+            assert [v["name"] for v in spec["volumes"]] == ["dshm", "data", "ckpt"]
+            assert spec["volumes"][0] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
+            assert [m["mountPath"] for m in container["volumeMounts"]] == ["/dev/shm", "/data", "/ckpt"]
+            env = [e["name"] for e in container["env"]]
+            assert env[:2] == ["ROTA_NODE_RANK", "ROTA_NUM_NODES"] and env[-2:] == ["HF_HOME", "WANDB_API_KEY"]
+            limits = container["resources"]["limits"]
+            assert limits["memory"] == "64Gi" and limits["nvidia.com/gpu"] >= 1
+            assert container["resources"]["requests"] == {"cpu": "8", "memory": "64Gi"}
+            assert container["imagePullPolicy"] == "Always"
+            assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] == 300
+
+
+def test_shm_by_default_and_no_shm(schedule, tmp_path):
+    export_schedule("kubernetes", load_context(schedule), tmp_path / "a")
+    pod = pods(manifests(tmp_path / "a")[0])[0]["spec"]
+    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    assert pod["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    export_schedule("kubernetes", load_context(schedule), tmp_path / "b", shm=False)
+    pod = pods(manifests(tmp_path / "b")[0])[0]["spec"]
+    assert "volumes" not in pod and "volumeMounts" not in pod["containers"][0]
+    for bad, why in (("lots", "expected a positive quantity"), ("0", "expected a positive quantity")):
+        with pytest.raises(InputError, match=f"field '--shm-size': '{bad}': {why}"):
+            export_schedule("kubernetes", load_context(schedule), tmp_path / "c", shm_size=bad)
+    with pytest.raises(InputError, match="give it without --no-shm"):
+        export_schedule("kubernetes", load_context(schedule), tmp_path / "c", shm=False, shm_size="1Gi")
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "message"),
+    [
+        ("pod: {restartPolicy: Always}\n", "pod.restartPolicy", "set by rota (a pod lives one round)"),
+        ("pod: {activeDeadlineSeconds: 9999}\n", "pod.activeDeadlineSeconds", "set by rota"),
+        ("container: {command: [sleep]}\n", "container.command", "set by rota"),
+        ("container: {image: other}\n", "container.image", "use --image or the job list's 'image' column"),
+        ("pod: {hostNetwork: true}\n", "pod.hostNetwork", "unknown key (expected one of: serviceAccountName"),
+        ("pods: {}\n", "pods", "unknown key (expected pod, container)"),
+        ("container: {resources: {limits: {nvidia.com/gpu: 8}}}\n", "container.resources.limits.nvidia.com/gpu", ""),
+        ("container: {env: [{name: ROTA_ROUND, value: '9'}]}\n", "container.env[0].name", "ROTA_ROUND is set by rota"),
+        ("pod: {nodeSelector: {kubernetes.io/hostname: x}}\n", "pod.nodeSelector.kubernetes.io/hostname", ""),
+        ("pod: {tolerations: [{key: a, operator: Maybe}]}\n", "pod.tolerations[0].operator", "Equal or Exists"),
+        ("pod: {volumes: [{name: d, hostPath: {path: /x}, emptyDir: {}}]}\n", "pod.volumes[0]", "exactly one"),
+        ("pod: {volumes: [{name: dshm, emptyDir: {}}]}\n", "pod.volumes[0].name", "or give --no-shm"),
+        ("container: {volumeMounts: [{name: nope, mountPath: /x}]}\n", "container.volumeMounts[0].name", "no volume"),
+        ("container: {volumeMounts: [{name: dshm, mountPath: /dev/shm}]}\n", "container.volumeMounts[0].mountPath", ""),
+        (
+            "container: {resources: {requests: {cpu: '8'}, limits: {cpu: 4000m}}}\n",
+            "container.resources.requests.cpu",
+            "more than its limit",
+        ),
+        ("container: {resources: {limits: {memory: 64GB}}}\n", "container.resources.limits.memory", "invalid quantity"),
+        (
+            "container: {env: [{name: X, valueFrom: {secretKeyRef: {name: s}}}]}\n",
+            "container.env[0].valueFrom.secretKeyRef.key",
+            "required",
+        ),
+        ("container: {imagePullPolicy: Sometimes}\n", "container.imagePullPolicy", "Always, IfNotPresent or Never"),
+        ("pod: {volumes: [{name: a, emptyDir: {}}, {name: a, emptyDir: {}}]}\n", "pod.volumes[1].name", "given twice"),
+        ("pod: &a {serviceAccountName: x}\n", None, "anchors and aliases"),
+        ("- a list\n", None, "expected a mapping with 'pod' and/or 'container'"),
+    ],
+)
+def test_pod_template_errors_name_the_file_and_field(schedule, tmp_path, text, field, message):
+    (tmp_path / "tpl.yaml").write_text(text)
+    result = CliRunner().invoke(
+        app,
+        [
+            "export",
+            "kubernetes",
+            str(schedule),
+            "--out",
+            str(tmp_path / "out"),
+            "--pod-template",
+            str(tmp_path / "tpl.yaml"),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    line = " ".join(result.output.split())
+    assert f"{tmp_path / 'tpl.yaml'}" in line and message in line, line
+    if field is not None:
+        assert f"field '{field}'" in line, line
+    assert "Traceback" not in result.output and not (tmp_path / "out").exists()
+
+
+def test_the_template_may_mount_its_own_shm_with_no_shm(schedule, tmp_path):
+    (tmp_path / "tpl.yaml").write_text(
+        "pod: {volumes: [{name: dshm, emptyDir: {medium: Memory, sizeLimit: 1Gi}}]}\n"
+        "container: {volumeMounts: [{name: dshm, mountPath: /dev/shm}]}\n"
+    )
+    export_schedule("kubernetes", load_context(schedule), tmp_path / "o", shm=False, pod_template=tmp_path / "tpl.yaml")
+    pod = pods(manifests(tmp_path / "o")[0])[0]["spec"]
+    assert pod["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+
+
+def _jobs_with_images(tmp_path: Path, images: dict[str, str]) -> Path:
+    rows = list(csv.DictReader((DATA / "jobs.csv").open()))
+    for row in rows:
+        row["image"] = images.get(row["job_id"], "")
+    path = tmp_path / "jobs.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def _image_by_jobs(out: Path) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for doc in manifests(out):
+        for pod in pods(doc):
+            found.setdefault(doc["metadata"]["annotations"]["rota/jobs"], set()).add(
+                pod["spec"]["containers"][0]["image"]
+            )
+    return found
+
+
+def test_per_job_image_column(schedule, tmp_path):
+    context = load_context(schedule)
+    solo = next(a["jobs"][0] for r in context.document.rounds for a in r["assignments"] if len(a["jobs"]) == 1)
+    jobs = _jobs_with_images(tmp_path, {solo: "registry.example.com/team/trainer:v2"})
+    export_schedule("kubernetes", load_context(schedule, jobs=jobs), tmp_path / "o", image="base:1")
+    found = _image_by_jobs(tmp_path / "o")
+    assert found[solo] == {"registry.example.com/team/trainer:v2"}
+    assert {i for label, images in found.items() if label != solo for i in images} == {"base:1"}
+    # co-located jobs share one container: different images are refused
+    pair = next(a["jobs"] for r in context.document.rounds for a in r["assignments"] if len(a["jobs"]) == 2)
+    jobs = _jobs_with_images(tmp_path, {pair[0]: "one:1", pair[1]: "two:2"})
+    with pytest.raises(InputError, match=r"field 'image': jobs .* share GPUs in round \d+ but name different images"):
+        export_schedule("kubernetes", load_context(schedule, jobs=jobs), tmp_path / "p")
+    jobs = _jobs_with_images(tmp_path, {solo: "bad image"})
+    with pytest.raises(InputError, match=f"field 'image': job '{solo}': 'bad image' is not an image reference"):
+        export_schedule("kubernetes", load_context(schedule, jobs=jobs), tmp_path / "q")
+
+
+@pytest.fixture(scope="module")
+def fixture_schedule(tmp_path_factory) -> Path:
+    """A schedule on the cluster of tests/data/kubectl (nodes named as its nodes.json names them)."""
+    inputs = {**INPUTS, "cluster": KUBECTL / "cluster.yaml"}
+    table = read_table(inputs["table"])
+    cluster = read_cluster(inputs["cluster"])
+    jobs = read_jobs(inputs["jobs"], table=table, cluster=cluster)
+    result = run_engine(jobs, table, cluster, make_policy_from("max_min_fairness", {}))
+    doc = build_schedule(result, inputs=inputs, policy="max_min_fairness", options={}, config=EngineConfig(), rounds=2)
+    path = tmp_path_factory.mktemp("k8s-nodes") / "schedule.json"
+    write_schedule(doc, path)
+    return path
+
+
+def test_gpu_products_read_from_kubectl_get_nodes(fixture_schedule, tmp_path):
+    context = load_context(fixture_schedule)
+    export_schedule("kubernetes", context, tmp_path / "o", nodes_json=KUBECTL / "nodes.json")
+    found = {
+        doc["metadata"]["annotations"]["rota/worker-type"]: pod["spec"]["nodeSelector"]["nvidia.com/gpu.product"]
+        for doc in manifests(tmp_path / "o")
+        for pod in pods(doc)
+    }
+    assert found and set(found.items()) <= {
+        ("a100", "NVIDIA-A100-SXM4-40GB"),  # not the built-in guess (80GB)
+        ("v100", "Tesla-V100-SXM2-32GB"),
+        ("t4", "Tesla-T4"),
+    }
+    assert context.notes == []  # nothing guessed
+
+
+def test_nodes_json_errors(fixture_schedule, tmp_path):
+    nodes = json.loads((KUBECTL / "nodes.json").read_text())
+
+    def export(doc: Any, **options: Any) -> None:
+        (tmp_path / "nodes.json").write_text(json.dumps(doc))
+        export_schedule(
+            "kubernetes", load_context(fixture_schedule), tmp_path / "o", nodes_json=tmp_path / "nodes.json", **options
+        )
+
+    other = copy.deepcopy(nodes)
+    other["items"] = [n for n in other["items"] if "a100" not in n["metadata"]["name"]]
+    with pytest.raises(InputError, match="worker type 'a100' matches no node: the cluster spec's nodes"):
+        export(other)
+    other = copy.deepcopy(nodes)
+    other["items"] = [n for n in other["items"] if n["metadata"]["name"] != "gpu-t4-1"]
+    with pytest.raises(InputError, match="node 'gpu-t4-1' of worker type 't4' is not in it"):
+        export(other)
+    other = copy.deepcopy(nodes)
+    other["items"][2]["metadata"]["labels"]["nvidia.com/gpu.product"] = "Tesla-V100-SXM2-16GB"
+    with pytest.raises(InputError, match="the nodes of worker type 'v100' carry different nvidia.com/gpu.product"):
+        export(other)
+    with pytest.raises(InputError, match="node 'gpu-a100-0' .* has no example.com/gpu label"):
+        export(nodes, label_key="example.com/gpu")
+    with pytest.raises(InputError, match="expected the output of 'kubectl get nodes -o json'"):
+        export({"kind": "Node", "metadata": {"name": "x"}})
+
+
+def test_driver_files(schedule, tmp_path):
+    export_schedule("kubernetes", load_context(schedule), tmp_path, namespace="ml", progress_dir="/shared/progress")
+    plan = json.loads((tmp_path / "k8s_rounds.json").read_text())
+    assert plan["format"] == "rota.k8s-rounds/v1" and plan["namespace"] == "ml" and plan["grace_s"] == 60
+    assert plan["state_file"] == "/shared/progress-k8s_state.json"
+    for rnd in plan["rounds"]:
+        for obj in rnd["objects"]:
+            doc = yaml.safe_load((tmp_path / obj["manifest"]).read_text())
+            assert doc["metadata"]["name"] == obj["name"] and len(pods(doc)) == obj["pods"]
+            assert doc["metadata"]["annotations"]["rota/jobs"].split(",") == obj["jobs"]
+    subprocess.run(["bash", "-n", str(tmp_path / "driver.sh")], check=True)
+    assert 'exec "${PYTHON:-python3}" kubernetes_driver.py k8s_rounds.json' in (tmp_path / "driver.sh").read_text()
