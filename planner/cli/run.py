@@ -139,8 +139,11 @@ def run_command(
         )
         launcher_options.update(address=address, placement_timeout_s=placement_timeout)
     else:
-        options.update(namespace=namespace, image=image, gang=gang, queue=queue, pod_template=pod_template)
-        launcher_options.update(namespace=namespace)
+        from planner.export.kubernetes import read_pod_template
+
+        template = read_pod_template(pod_template) if pod_template is not None else None
+        options.update(namespace=namespace, image=image, gang=gang, queue=queue, pod_template=template)
+        launcher_options.update(namespace=namespace, pod_template=template)
     config = RunConfig(
         state=state,
         work_dir=work,
