@@ -563,14 +563,14 @@ def gpu_products(
                 f"worker type {name!r}: the cluster spec's gpu_product {wt.gpu_product} is not what its nodes carry "
                 f"({label_key}={from_nodes[name]}); the nodes' value is used"
             )
-        hint = f"give --nodes-json FILE, --gpu-product {name}=VALUE or gpu_product in the cluster spec"
+        hint = f"give --nodes-json (kubectl get nodes -o json), --gpu-product {name}=VALUE or gpu_product"
         if value is None:
             guess = GPU_PRODUCTS.get(name.lower()) if label_key == DEFAULT_LABEL_KEY else None
             value = guess or name
             if guess:
                 warnings.append(
                     f"guessed {label_key}={guess} for worker type {name!r} (other {name} models carry other "
-                    f"values; see kubectl get nodes -L {label_key}): {hint}"
+                    f"values): {hint}"
                 )
             else:
                 warnings.append(
