@@ -36,6 +36,7 @@ from planner.export import export_schedule, load_context
 from planner.export.kubernetes import VOLCANO_ACTIONS, VOLCANO_EVENTS, check_manifest
 from planner.formats.cluster import read_cluster
 from planner.formats.jobs import read_jobs
+from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import write_schedule
 from planner.formats.table import read_table
 from planner.modes.next_round import make_policy_from
@@ -470,6 +471,8 @@ def test_pod_template_is_merged_into_every_pod(schedule, tmp_path, gang):
     )
     docs = manifests(out)
     assert docs
+    for path in out.glob("round-*/*.yaml"):  # plain YAML: no anchors or aliases shared between pods
+        load_yaml(path.read_text(), path)
     for doc in docs:
         assert strict_problems(doc) == [], doc["metadata"]["name"]
         assert check_manifest(doc) == []

@@ -36,6 +36,7 @@ deadline; the manifest's value is only the safety net.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
@@ -269,6 +270,7 @@ def read_pod_template(
 def merge_template(spec: dict[str, Any], template: PodTemplate) -> None:
     """Add the template to a pod spec with one container (in place): lists appended, maps merged
     (read_pod_template has refused every key rota sets), single values set."""
+    template = PodTemplate(copy.deepcopy(template.pod), copy.deepcopy(template.container), template.path)  # no aliases
     for key, value in template.pod.items():
         if isinstance(value, list):
             spec[key] = [*spec.get(key, []), *value]
