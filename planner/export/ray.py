@@ -8,12 +8,15 @@ pins the bundle to the planned node, which must advertise that custom resource
 (`ray start --resources '{"node:<name>": 1}'`; a node named by its IP has it from
 Ray already). `node_resource` changes the prefix; `pin_nodes=False` leaves the
 placement to Ray. STRICT_PACK for one node, STRICT_SPREAD (one bundle per node)
-for several. A group not placed within `placement_timeout_s` fails the round,
-naming it and its jobs.
+for several. Groups are placed independently: one not placed within
+`placement_timeout_s` is given up (its jobs NOT_RUN, named), the others run.
 
 Gang contract (common.gang_env): the driver starts every job's command once per
 bundle (node), with ROTA_NODE_RANK = the bundle index and ROTA_MASTER_ADDR = the
 address of bundle 0's node; ROTA_NUM_NODES and ROTA_MASTER_PORT are in the plan.
+ROTA_GPUS in the plan is the planned slots; the driver's task replaces it with the
+GPUs Ray gave it (ray_driver.run_bundle). The driver (ray_driver.py, copied next to
+the plan) is also what `rota run ray` (planner/launch/ray.py) runs.
 """
 
 from __future__ import annotations

@@ -551,12 +551,16 @@ def write_report(path: str, document: dict) -> None:
 def run_round(
     rnd: dict, plan: dict, placement_timeout_s: float | None = None, round_start: float | None = None
 ) -> dict:
-    """One round, start to end (the round's clock from `round_start`, default now): its report."""
+    """One round, start to end (the round's clock from `round_start`, default now): its report, with
+    "interrupted": True where Ctrl-C stopped it (its running jobs CANCELLED, the others NOT_RUN)."""
     run = RoundRun(rnd, plan, time.time() if round_start is None else round_start, placement_timeout_s, os.getcwd())
     try:
         run.start()
-        return run.finish()
-    except BaseException:  # Ctrl-C, or Ray failing under us: stop what runs, remove the groups
+        return {**run.finish(), "interrupted": False}
+    except KeyboardInterrupt:
+        run.cancel("interrupted (Ctrl-C)")
+        return {**run.report(), "interrupted": True}
+    except BaseException:  # Ray failing under us: stop what runs, remove the groups
         run.cancel("interrupted")
         raise
 
@@ -589,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     for rnd in rounds:
         report = run_round(rnd, plan, args.placement_timeout)
+        interrupted = report.pop("interrupted")
         done.append(report)
         for error in report.pop("placement_errors"):
             print(f"error: {error}", file=sys.stderr, flush=True)
@@ -602,7 +607,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         if failed:
             print(f"round {rnd['index']}: failed: {', '.join(failed)} (see {report_path})", file=sys.stderr, flush=True)
+        if interrupted:
+            status = 130
         write_report(report_path, {"format": STATE_FORMAT, "exit_status": status, "rounds": done})
+        if interrupted:
+            print(f"round {rnd['index']}: interrupted; its jobs were stopped (see {report_path})", file=sys.stderr)
+            return status
     print(f"wrote {report_path}; exit status {status}", flush=True)
     return status
 
