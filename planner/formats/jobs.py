@@ -47,6 +47,7 @@ JOB_COLUMNS = [
     "slo_s",
     "steps_done",
     "command",
+    "image",  # the job's container image (Kubernetes exports); the planner does not read it
 ]
 
 
