@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from conftest import DATA
 
+from launchers.ray_cluster import processes_with_env
 from launchers.slurm_rounds import fake_command
 
 ROTA = [sys.executable, "-m", "planner.cli"] if shutil.which("rota") is None else ["rota"]
@@ -91,19 +91,8 @@ def common_args(jobs: Path, round_s: float, grace_s: float, *more: str) -> list[
 
 
 def marked_processes(marker: str) -> list[int]:
-    """Processes whose environment holds FAKE_TRAIN_DIR=<marker> (the jobs of one test)."""
-    needle = f"FAKE_TRAIN_DIR={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            env = Path(f"/proc/{entry}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
-            found.append(int(entry))
-    return found
+    """Live processes whose environment holds FAKE_TRAIN_DIR=<marker> (the jobs of one test)."""
+    return processes_with_env("FAKE_TRAIN_DIR", marker)
 
 
 def checkpoint_steps(fake: Path, job_id: str) -> float:
