@@ -26,7 +26,7 @@ Each round's outcome goes into a JSON report, `ray_state.json` next to the plan 
 every job with its exit code on each node and its state (COMPLETED: every process exited 0;
 KILLED: SIGKILL at the round's end, it ignored SIGTERM; FAILED: anything else it did; LOST: its
 node or task was lost mid-round; NOT_RUN: its group was not placed). Exit status: 0 every job
-completed; 1 a job did not (its id is printed); 2 a group could not be placed, or no such round.
+completed; 1 a job did not (its id and state are printed); 2 a group could not be placed, or no such round.
 
 This file is copied next to the plan; it imports ray only when run, and nothing from rota
 (rota's `rota run` imports its functions, so both run the same code).
@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         for error in report.pop("placement_errors"):
             print(f"error: {error}", file=sys.stderr, flush=True)
             status = 2
-        failed = [j["job_id"] for j in report["jobs"] if j["state"] != "COMPLETED"]
+        failed = [f"{j['job_id']} {j['state']}" for j in report["jobs"] if j["state"] != "COMPLETED"]
         status = max(status, 1) if failed else status
         summary = ", ".join(f"{j['job_id']}={j['state']}{j['exit_codes']}" for j in report["jobs"])
         print(
@@ -606,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         if failed:
-            print(f"round {rnd['index']}: failed: {', '.join(failed)} (see {report_path})", file=sys.stderr, flush=True)
+            print(f"round {rnd['index']}: not completed: {', '.join(failed)} (see {report_path})", file=sys.stderr)
         if interrupted:
             status = 130
         write_report(report_path, {"format": STATE_FORMAT, "exit_status": status, "rounds": done})

@@ -226,7 +226,7 @@ def test_a_failed_job_makes_the_driver_exit_1_and_is_named_in_its_state_report(r
     assert "solo-b" in planned, "the failing job runs in round 0"
     run = drive(d / "launch" / "ray_plan.json", ray_cluster)
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "round 0: failed: solo-b (see " in run.stderr
+    assert "round 0: not completed: solo-b FAILED (see " in run.stderr
     (ran,) = json.loads((d / "launch" / "ray_state.json").read_text())["rounds"]
     states = {j["job_id"]: (j["state"], j["exit_codes"]) for j in ran["jobs"]}
     assert states.pop("solo-b") == ("FAILED", [3])
