@@ -34,6 +34,7 @@ from planner.export.common import (
     gang_env,
     gpus_by_node,
     grace_for,
+    job_log_name,
     parse_map,
     require_valid,
     write_files,
@@ -56,6 +57,7 @@ def ray_plan(
     node_resource: str | None = DEFAULT_NODE_RESOURCE,
     placement_timeout_s: float = DEFAULT_PLACEMENT_TIMEOUT_S,
     progress_dir: str | None = None,
+    log_dir: str | None = None,
 ) -> dict:
     rounds = []
     for rnd in context.document.rounds:
@@ -75,6 +77,8 @@ def ray_plan(
                     "command": command,
                     "env": {**env, **gang_env(jid, num_nodes=len(nodes))},
                     "planned_steps": a["planned_steps"][jid],
+                    # one log per job, appended round after round (relative: to the driver's folder)
+                    "log": f"{(log_dir or 'logs').rstrip('/')}/{job_log_name(jid)}",
                 }
                 for jid, (command, env) in zip(
                     a["jobs"], commands_of(context, rnd, a, grace_s=grace_s, progress_dir=progress_dir)
@@ -114,6 +118,7 @@ def export_ray(
     pin_nodes: bool = True,
     placement_timeout_s: float | None = None,
     progress_dir: str | None = None,
+    log_dir: str | None = None,
     **_ignored,
 ) -> list[Path]:
     require_valid(context)
@@ -130,6 +135,7 @@ def export_ray(
         node_resource=(node_resource or DEFAULT_NODE_RESOURCE) if pin_nodes else None,
         placement_timeout_s=timeout,
         progress_dir=progress_dir,
+        log_dir=log_dir,
     )
     driver = (Path(__file__).parent / "ray_driver.py").read_text(encoding="utf-8")
     return write_files(

@@ -78,6 +78,12 @@ for c in spec["commands"]:
             os.close(spec["sock"])
             if spec.get("cwd"):
                 os.chdir(spec["cwd"])
+            if c.get("log"):  # the job's output, appended to its own log round after round
+                if os.path.dirname(c["log"]):
+                    os.makedirs(os.path.dirname(c["log"]), exist_ok=True)
+                out = os.open(c["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+                os.dup2(out, 1)
+                os.dup2(out, 2)
             os.execve("/bin/sh", ["/bin/sh", "-c", "trap : TERM; " + c["command"]], c["env"])
         finally:
             os._exit(127)
@@ -212,7 +218,10 @@ def run_bundle(
     term_at, kill_at = round_start + round_s - grace_s, round_start + round_s
     if time.time() >= term_at:
         return {"late": True, "gpus": gpus, "codes": None}
-    full = [{"command": c["command"], "env": {**os.environ, **c["env"], "ROTA_GPUS": gpus}} for c in commands]
+    full = [
+        {"command": c["command"], "env": {**os.environ, **c["env"], "ROTA_GPUS": gpus}, "log": c.get("log")}
+        for c in commands
+    ]
     return {**run_watched(full, term_at, kill_at, cwd=cwd), "gpus": gpus, "late": False}
 
 
@@ -368,7 +377,9 @@ class RoundRun:
         master = addresses.get(g.nodes[0], "")  # the gang contract: every node learns rank 0's address
         for i, bundle in enumerate(g.spec["bundles"]):
             gang = {"ROTA_NODE_RANK": str(i), "ROTA_NUM_NODES": str(len(g.spec["bundles"])), "ROTA_MASTER_ADDR": master}
-            commands = [{"command": j["command"], "env": {**j["env"], **gang}} for j in g.spec["jobs"]]
+            commands = [
+                {"command": j["command"], "env": {**j["env"], **gang}, "log": j.get("log")} for j in g.spec["jobs"]
+            ]
             resources = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
             g.refs.append(
                 self._task.options(

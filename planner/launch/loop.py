@@ -378,7 +378,9 @@ class RunLoop:
         """Export, launch and wait for one round; (what became of it, cancelled by the operator)."""
         index = rnd["index"]
         began = time.perf_counter()
-        prepared = self.launcher.prepare(self._context(), self.config.launch_dir, dict(self.config.export_options))
+        # job logs in one place whatever the launcher's working folder (Slurm's are there already)
+        options = {"log_dir": str((self.config.launch_dir / "logs").absolute()), **self.config.export_options}
+        prepared = self.launcher.prepare(self._context(), self.config.launch_dir, options)
         handle = self.launcher.launch(prepared, started)
         self.overhead["launch_s"] = time.perf_counter() - began
         for a in rnd["assignments"]:

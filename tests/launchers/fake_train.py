@@ -57,6 +57,7 @@ def _event(folder: str, kind: str, **fields: object) -> None:
         "host": socket.gethostname(),
         **fields,
     }
+    print(f"fake_train {kind} job={record['job_id']} round={record['round']}", flush=True)  # the job's log
     # One short line per write with O_APPEND: concurrent jobs never interleave inside a line.
     line = (json.dumps(record) + "\n").encode()
     fd = os.open(os.path.join(folder, "events.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -77,6 +77,10 @@ def test_a_lost_raylet_and_a_crasher(ray_cluster, tmp_path):
     wait_for(lambda: not marked_processes(str(fake)), 30, "the jobs' processes to end")
     saved = state_jobs(run.state)
     assert saved["crash"]["status"] == "failed"
+    logs = run.work / "launch" / "logs"  # one log per job across rounds
+    assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{j}.log" for j in saved)
+    rounds = {e["round"] for e in events if e["event"] == "job_start" and e["job_id"] == "three"}
+    assert (logs / "three.log").read_text().count("fake_train start job=three") == len(rounds)
     for jid in ("one", "two", "three"):
         assert saved[jid]["status"] == "finished", saved[jid]
         assert saved[jid]["progress"] == int(checkpoint_steps(fake, jid))

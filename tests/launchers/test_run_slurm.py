@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
+import sys
 import time
+
+import pytest
+from conftest import DATA
 
 from launchers.run_loop import (
     checkpoint_steps,
@@ -103,9 +108,9 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
     # one log per job across every round, appended
     logs = run.work / "launch" / "logs"
     assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{j}.log" for j in saved)
-    assert (logs / "healthy-b.log").read_text().count('"event": "start"') == 0  # fake_train logs to its own file
     rounds_b = {e["round"] for e in starts if e["job_id"] == "healthy-b"}
     assert len(rounds_b) >= 3
+    assert (logs / "healthy-b.log").read_text().count("fake_train start job=healthy-b") == len(rounds_b)
 
 
 def test_ctrl_c_stops_after_the_round_and_a_new_run_continues(slurm, tmp_path):
@@ -155,3 +160,73 @@ def test_ctrl_c_stops_after_the_round_and_a_new_run_continues(slurm, tmp_path):
 def _fake_log(fake):
     path = fake / "events.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_second_ctrl_c_cancels_the_round_now_and_nothing_is_lost(slurm, tmp_path):
+    env = environment(slurm.env())
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    jobs = job_list(
+        tmp_path / "jobs.csv",
+        fake,
+        {"one": ("ResNet-18,64,1", 6000, "--rate-scale 2"), "two": ("LM,20,1", 6000, "--rate-scale 2")},
+    )
+    run = start_run(tmp_path, "slurm", env, *common_args(jobs, 120, 10))
+    try:
+        run.wait_event(lambda e: e["event"] == "job_start", 60, "a job's start")
+        wait_for(lambda: len([e for e in _fake_log(fake) if e["event"] == "start"]) == 2, 60, "both jobs to run")
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(1)
+        run.proc.send_signal(signal.SIGINT)
+        status = run.finish(90)  # well before the 120 s round's end
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    assert status == 128 + signal.SIGINT, run.output()
+    events = run.events()
+    assert any(e["event"] == "run_stop" for e in events)
+    assert json.loads((run.work / "reports" / "round-0000.json").read_text())["interrupted"] is True
+    _no_orphans(fake)
+
+    again = start_run(tmp_path, "slurm", env, "--round-length", "30", "--grace", "8")
+    try:
+        status = again.finish(400)
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+    assert status == 0, again.output()
+    events = again.events()
+    assert not [e for e in events if e["event"] == "job_failed"], "an operator's cancel is nobody's failure"
+    assert len([e for e in events if e["event"] == "round_start" and e["round"] == 0]) == 1
+    _credited_equals_checkpoints(again.state, fake, ["one", "two"])
+    _no_orphans(fake)
+
+
+def test_the_reference_trainer_under_rota_run(slurm, tmp_path):
+    torch = pytest.importorskip("torch", reason="the reference trainer needs torch (the profiler extra)")
+    env = environment(slurm.env())
+    trainer = DATA.parent / "examples" / "train_reference.py"
+    ckpt = tmp_path / "ckpt"
+    command = (
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(trainer))} --checkpoint-dir "
+        f"{shlex.quote(str(ckpt))}/$ROTA_JOB_ID --step-time 0.05 --log-every 0"
+    )
+    rows = ["job_id,model,batch_size,scale_factor,total_steps,command"]
+    rows += [f'{jid},{model},300,"{command}"' for jid, model in (("ref-a", "ResNet-18,64,1"), ("ref-b", "LM,20,1"))]
+    (tmp_path / "jobs.csv").write_text("\n".join(rows) + "\n")
+    run = start_run(tmp_path, "slurm", env, *common_args(tmp_path / "jobs.csv", 20, 6))
+    try:
+        status = run.finish(400)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    assert status == 0, run.output()
+    saved = state_jobs(run.state)
+    for jid in ("ref-a", "ref-b"):
+        assert saved[jid]["status"] == "finished"
+        step = torch.load(ckpt / jid / "latest.pt", weights_only=False)["step"]
+        assert saved[jid]["progress"] == step == 300
+    log = (run.work / "launch" / "logs" / "ref-a.log").read_text()
+    starts = [e for e in run.events() if e["event"] == "job_start" and e["job_id"] == "ref-a"]
+    assert len(starts) >= 2, "finished within a round: nothing was resumed"
+    assert "resumed from step" in log
