@@ -317,3 +317,22 @@ def test_reports_of_earlier_rounds_are_set_aside_and_stale_ones_ignored(tmp_path
     assert list(reports.jobs) == ["a"] and reports.jobs["a"].steps_done == 9
     assert reports.stale == [str(folder / "b.json")]
     assert len(reports.problems) == 2
+
+
+def test_a_planned_round_not_launched_is_launched_by_the_next_run_unless_its_nodes_are_gone(tmp_path):
+    loop, fake = _loop(tmp_path, {})
+    loop.check_commands()
+    loop.resume()
+    loop.plan()  # stopped here: round 0 planned, never launched
+    planned = json.loads((tmp_path / "work" / "round.json").read_text())
+    nodes = {g["node"] for a in planned["rounds"][0]["assignments"] for g in a["gpus"]}
+    again, _ = _loop(tmp_path, {}, fake=fake, jobs=False)
+    again.resume()
+    assert again.schedule is not None and again.schedule["next_round"]["plan_id"] == planned["next_round"]["plan_id"]
+
+    fake.unusable = {sorted(nodes)[0]: "drained"}
+    third, _ = _loop(tmp_path, {}, fake=fake, jobs=False)
+    assert third.run().status == 0
+    first = fake.rounds[0]["rounds"][0]
+    assert sorted(nodes)[0] not in {g["node"] for a in first["assignments"] for g in a["gpus"]}
+    assert any(e["event"] == "resume" and "no longer usable" in e["what"] for e in _events(tmp_path))

@@ -191,6 +191,7 @@ class RunLoop:
         self.running: dict[str, Any] = {}  # what the live view shows of the round in flight
         self.last_plan: NextRound | None = None
         self.overhead: dict[str, float] = {}  # this round's loop cost by phase (seconds)
+        self.usable: Cluster | None = None  # the cluster as planned on last (usable nodes only)
 
     # ------------------------------------------------------------------ set-up
 
@@ -228,11 +229,20 @@ class RunLoop:
             self.pending = self._saved_outcome(planned)
             return
         schedule = self._round_file(last.id)
-        if schedule is not None:
+        lost = self._unusable_in(schedule) if schedule is not None else set()
+        if schedule is not None and not lost:
             self.schedule = schedule
             self.events.emit("resume", round=planned, what="launching the planned round")
-        else:  # the round file is gone or another's: plan again, nobody is credited that round
+        else:  # the round file is gone or another's, or uses a node lost since: plan again, nobody is credited
+            why = f"it uses nodes no longer usable: {', '.join(sorted(lost))}" if lost else "its round file is gone"
+            self.events.emit("resume", round=planned, what=f"planning round {planned} again ({why})")
             self.pending = Outcome(planned, 0.0, None, {})
+
+    def _unusable_in(self, schedule: dict[str, Any]) -> set[str]:
+        """The nodes a planned round uses that the launcher cannot use now."""
+        state = self.launcher.cluster_state(self.cluster)
+        used = {g["node"] for r in schedule.get("rounds", []) for a in r["assignments"] for g in a["gpus"]}
+        return {n for n in used if not (state.nodes.get(n) and state.nodes[n].usable)}
 
     def _round_file(self, plan_id: str) -> dict[str, Any] | None:
         try:
@@ -276,13 +286,14 @@ class RunLoop:
         for node in changes.back:
             self.events.emit("node_back", node=node)
         self.entry.unusable = unusable
+        self.usable = usable_cluster(self.cluster, state)
         progress, give_up = self._fold()
         inputs = {"table": self.config.table, "cluster": self.config.cluster}
         if self.config.jobs is not None:
             inputs["jobs"] = self.config.jobs
         result = next_round(
             self.table,
-            usable_cluster(self.cluster, state),
+            self.usable,
             state=self.document,
             jobs=self.jobs,
             progress=progress,
@@ -307,7 +318,8 @@ class RunLoop:
             [
                 *schedule_files(result.schedule, self.config.round_file, None, compact=True),
                 (self.config.state, state_text),
-            ]
+            ],
+            in_place=[self.config.state],  # the state this loop reads and rewrites
         )
         self.document = StateDocument.from_json(result.state, self.config.state)
         self.entry = self.document.launch or self.entry
@@ -445,7 +457,9 @@ class RunLoop:
         continued without launching the round a second time."""
         assert self.document is not None
         self.document.launch = self.entry
-        write_text_atomic(self.config.state, json.dumps(self.document.to_json(), separators=(",", ":")) + "\n")
+        write_text_atomic(
+            self.config.state, json.dumps(self.document.to_json(), separators=(",", ":")) + "\n", replaces_input=True
+        )
 
     def _context(self) -> ExportContext:
         assert self.schedule is not None
@@ -455,7 +469,7 @@ class RunLoop:
             if not command:
                 raise InputError(f"job {jid!r} has no command; give --default-command", field="command")
             commands[jid] = command
-        usable = usable_cluster(self.cluster, self.launcher.cluster_state(self.cluster))
+        usable = self.usable or usable_cluster(self.cluster, self.launcher.cluster_state(self.cluster))
         return ExportContext(self.schedule, self.config.round_file, usable, commands, self.table)
 
     # ------------------------------------------------------------------ the loop

@@ -1,12 +1,15 @@
-"""`rota run ray` on a real local Ray cluster: a raylet killed mid-round and a crashing job.
+"""`rota run ray` on a real local Ray cluster: Ctrl-C and a continued run; a raylet killed
+mid-round, a crashing job and one that ignores SIGTERM.
 
 The job on the lost node ends LOST (not its fault, no failure counted), its process is gone, the
-node is reported lost and not planned on again, the crasher fails after --max-failures, and the
-healthy jobs finish with credited steps equal to what the trainer checkpointed."""
+node is reported lost and not planned on again, the crasher and the SIGTERM-ignorer fail after
+--max-failures, and the healthy jobs finish with credited steps equal to what the trainer
+checkpointed."""
 
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 from conftest import DATA
@@ -15,11 +18,58 @@ from launchers.ray_cluster import FakeNode, running_cluster
 from launchers.run_loop import checkpoint_steps, job_list, marked_processes, start_run, state_jobs
 from launchers.slurm_rounds import wait_for
 
-NODES = [FakeNode("v100-0", 2, "V100"), FakeNode("t4-0", 2, "T4")]  # the head stays; t4-0 is lost
+NODES = [FakeNode("v100-0", 4, "V100"), FakeNode("t4-0", 2, "T4")]  # the head stays; t4-0 is lost (last test)
 CLUSTER = """worker_types:
-  v100: {gpus: 2, gpus_per_node: 2, nodes: [v100-0]}
+  v100: {gpus: 4, gpus_per_node: 4, nodes: [v100-0]}
   t4: {gpus: 2, gpus_per_node: 2, nodes: [t4-0]}
 """
+
+
+def _env() -> dict[str, str]:
+    path = os.pathsep.join(filter(None, [str(DATA.parent), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def _args(tmp_path, jobs, ray_cluster, *more: str) -> list[str]:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    return [
+        "--jobs", str(jobs), "--table", str(DATA / "throughputs.csv"), "--cluster", str(tmp_path / "cluster.yaml"),
+        "--round-length", "30", "--grace", "6", "--address", ray_cluster.address, *more,
+    ]  # fmt: skip
+
+
+def test_ctrl_c_then_a_continued_run(ray_cluster, tmp_path):
+    """Ctrl-C stops after the round (130); the same command continues, no round runs twice, and the
+    credited steps are what the trainer checkpointed."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    jobs = job_list(
+        tmp_path / "jobs.csv",
+        fake,
+        {"one": ("ResNet-18,64,1", 2500, "--rate-scale 2"), "two": ("LM,20,1", 2500, "--rate-scale 2")},
+    )
+    run = start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster))
+    try:
+        run.wait_event(lambda e: e["event"] == "job_start", 120, "a job's start")
+        run.proc.send_signal(signal.SIGINT)
+        status = run.finish(120)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    assert status == 128 + signal.SIGINT, run.output()
+    again = start_run(tmp_path, "ray", _env(), "--address", ray_cluster.address)
+    try:
+        status = again.finish(300)
+    finally:
+        if again.proc.poll() is None:
+            again.proc.kill()
+    assert status == 0, again.output()
+    assert len([e for e in again.events() if e["event"] == "round_start" and e["round"] == 0]) == 1
+    saved = state_jobs(again.state)
+    for jid in ("one", "two"):
+        assert saved[jid]["status"] == "finished"
+        assert saved[jid]["progress"] == int(checkpoint_steps(fake, jid))
+    wait_for(lambda: not marked_processes(str(fake)), 30, "the jobs' processes to end")
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +77,9 @@ def ray_cluster():
     yield from running_cluster(NODES, "the rota run ray tests")
 
 
-def test_a_lost_raylet_and_a_crasher(ray_cluster, tmp_path):
+def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
     fake = tmp_path / "fake"
     fake.mkdir()
-    (tmp_path / "cluster.yaml").write_text(CLUSTER)
     jobs = job_list(
         tmp_path / "jobs.csv",
         fake,
@@ -39,17 +88,10 @@ def test_a_lost_raylet_and_a_crasher(ray_cluster, tmp_path):
             "two": ("LM,20,1", 1500, "--rate-scale 2"),
             "three": ("Recommendation,1024,1", 4000, "--rate-scale 2"),
             "crash": ("A3C,,1", 1000, "--fail"),
+            "stubborn": ("Transformer,64,1", 100000, "--ignore-term"),
         },
     )
-    path = os.pathsep.join(filter(None, [str(DATA.parent), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path}
-    run = start_run(
-        tmp_path,
-        "ray",
-        env,
-        "--jobs", str(jobs), "--table", str(DATA / "throughputs.csv"), "--cluster", str(tmp_path / "cluster.yaml"),
-        "--round-length", "30", "--grace", "6", "--max-failures", "2", "--address", ray_cluster.address,
-    )  # fmt: skip
+    run = start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster, "--max-failures", "2"))
     try:
         start = run.wait_event(
             lambda e: e["event"] == "job_start" and "t4-0" in e["nodes"] and e["job_id"] != "crash", 180, "a t4 job"
@@ -76,7 +118,9 @@ def test_a_lost_raylet_and_a_crasher(ray_cluster, tmp_path):
     assert len([e for e in starts if e["round"] == str(start["round"])]) == 1
     wait_for(lambda: not marked_processes(str(fake)), 30, "the jobs' processes to end")
     saved = state_jobs(run.state)
-    assert saved["crash"]["status"] == "failed"
+    assert saved["crash"]["status"] == saved["stubborn"]["status"] == "failed"
+    stubborn = [e["state"] for e in events if e["event"] == "job_end" and e["job_id"] == "stubborn"]
+    assert stubborn[:2] == ["killed", "killed"] or "lost" in stubborn, stubborn
     logs = run.work / "launch" / "logs"  # one log per job across rounds
     assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{j}.log" for j in saved)
     rounds = {e["round"] for e in events if e["event"] == "job_start" and e["job_id"] == "three"}
