@@ -10,7 +10,9 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,7 @@ import yaml
 
 from planner.errors import InputError
 from planner.export import export_schedule, load_context
-from planner.export.common import progress_file_name
+from planner.export.common import control_character, progress_file_name
 from planner.formats.schedule import SCHEDULE_FORMAT
 
 HOSTILE = [
@@ -240,8 +242,9 @@ def test_hostile_string(tmp_path, fmt, role, value):
     names = {role: value}
     out = _export(tmp_path, fmt, **names)
     if out is None:
-        assert role != "command", "a command is run as written, never refused"
+        assert role != "command" or control_character(value), "a one-line command is run as written, never refused"
         return
+    assert role != "command" or not control_character(value), "a command with a control character is refused"
     env = _stubs(tmp_path / "direct-stubs")
     expected = _created_by(value, tmp_path, env) if role == "command" else set()
     if fmt == "slurm":
@@ -264,3 +267,156 @@ def test_progress_file_stays_in_its_folder(value):
 def test_plain_progress_names_unchanged():
     assert progress_file_name("job-7") == "job-7.json"
     assert progress_file_name("job 7") == "job 7.json"
+
+
+# --------------------------------------------------------------------------- whole or not at all
+
+
+def _snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under `folder` with its bytes (None for a folder)."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None) for p in folder.rglob("*")}
+
+
+def _leftovers(parent: Path) -> list[str]:
+    return [p.name for p in parent.iterdir() if ".rota-export-" in p.name]
+
+
+def _earlier_export(tmp_path: Path) -> Path:
+    """An --out holding an earlier export's files and a file of the user's."""
+    out = tmp_path / "out"
+    (out / "round-0000").mkdir(parents=True)
+    (out / "round-0000" / "old.sbatch").write_text("#!/bin/sh\necho old\n")
+    (out / "driver.sh").write_text("#!/bin/sh\necho old driver\n")
+    (out / "notes.txt").write_text("mine\n")
+    return out
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_failed_export_leaves_out_as_it_was(tmp_path, fmt, monkeypatch):
+    """An error after some files were written (here: half of them) changes nothing in --out."""
+    import planner.export.common as common
+
+    out = _earlier_export(tmp_path)
+    before = _snapshot(out)
+    context = load_context(write_inputs(tmp_path / "in"))
+    real = common.atomic_path
+    calls = []
+
+    def failing(target, mode=0o666):
+        calls.append(target)
+        if len(calls) == (1 if fmt == "csv" else 2):  # the CSV export is one file
+            raise OSError(28, "No space left on device", str(target))
+        return real(target, mode)
+
+    monkeypatch.setattr(common, "atomic_path", failing)
+    with pytest.raises(OSError):
+        export_schedule(fmt, context, out, progress_dir=PROGRESS_DIR)
+    assert _snapshot(out) == before
+    assert _leftovers(tmp_path) == []
+
+
+def test_an_interrupted_export_into_a_new_folder_creates_nothing(tmp_path, monkeypatch):
+    import planner.export.common as common
+    from planner.export import ExportInterrupted
+
+    out = tmp_path / "new" / "out"
+    context = load_context(write_inputs(tmp_path / "in"))
+    real = common.atomic_path
+    calls = []
+
+    def interrupted(target, mode=0o666):
+        calls.append(target)
+        if len(calls) == 3:
+            raise ExportInterrupted(2)
+        return real(target, mode)
+
+    monkeypatch.setattr(common, "atomic_path", interrupted)
+    with pytest.raises(ExportInterrupted):
+        export_schedule("slurm", context, out)
+    assert not (tmp_path / "new").exists()
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "blocker, kind", [("round-0001", "file"), ("driver.sh", "folder"), ("round-0000/j3.sbatch", "folder")]
+)
+def test_something_in_the_way_is_found_before_any_file_moves(tmp_path, blocker, kind):
+    out = _earlier_export(tmp_path)
+    if kind == "file":
+        (out / blocker).write_text("in the way\n")
+    else:
+        (out / blocker).unlink(missing_ok=True)
+        (out / blocker).mkdir(parents=True)
+    before = _snapshot(out)
+    context = load_context(write_inputs(tmp_path / "in"))
+    with pytest.raises(OSError) as caught:
+        export_schedule("slurm", context, out)
+    assert caught.value.filename == str(out / blocker)
+    assert _snapshot(out) == before
+    assert _leftovers(tmp_path) == []
+
+
+def test_an_export_merges_into_an_earlier_one(tmp_path):
+    out = _earlier_export(tmp_path)
+    context = load_context(write_inputs(tmp_path / "in"))
+    written = export_schedule("slurm", context, out)
+    assert (out / "notes.txt").read_text() == "mine\n"  # files rota did not write stay
+    assert (out / "round-0000" / "old.sbatch").exists()
+    assert "old driver" not in (out / "driver.sh").read_text()  # rewritten
+    assert all(p.is_file() for p in written) and _leftovers(tmp_path) == []
+    assert os.access(out / "driver.sh", os.X_OK)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_mid_export_leaves_out_as_it_was(tmp_path, signum):
+    """`rota export` paused after its first file (the atomic writer's test hook), then signalled:
+    exit 128 + the signal, one line, --out unchanged, no temporary folder left."""
+    from conftest import ROOT
+
+    out = _earlier_export(tmp_path)
+    before = _snapshot(out)
+    schedule = write_inputs(tmp_path / "in")
+    flag = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROTA_TEST_PAUSE_IN_WRITE": str(flag)}
+    command = [sys.executable, "-m", "planner.cli", "export", "slurm", str(schedule), "--out", str(out)]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert "test hook" in line, line
+        proc.send_signal(signum)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, rest
+    assert f"stopped by {signal.Signals(signum).name}: nothing written" in rest and "Traceback" not in rest
+    assert _snapshot(out) == before
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", ["python a.py\0--evil", "a\x1b[2Jb", "a\x7fb", "a\nb", "a\rb", "a\x85b"])
+def test_a_command_with_a_control_character_is_refused(tmp_path, command):
+    with pytest.raises(InputError) as caught:
+        load_context(write_inputs(tmp_path / "in", job="job-7", command=command))
+    message = str(caught.value)
+    assert "job 'job-7'" in message and "field 'command'" in message and "control character" in message
+    assert "\n" not in message and "\0" not in message
+
+
+def test_a_tab_in_a_command_is_kept(tmp_path):
+    context = load_context(write_inputs(tmp_path / "in", command="python\ta.py"))
+    assert context.commands["j1"] == "python\ta.py"
+
+
+def test_a_default_command_with_a_nul_is_refused(tmp_path):
+    schedule = write_inputs(tmp_path / "in")
+    data = json.loads(schedule.read_text())
+    for entry in data["jobs"].values():
+        del entry["command"]
+    schedule.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="field '--default-command'"):
+        load_context(schedule, default_command="run\0x")

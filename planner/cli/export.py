@@ -8,8 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from planner.cli.common import err
 from planner.cli.common import out as stdout
-from planner.export import canonical_format, export_schedule, load_context
+from planner.export import ExportInterrupted, canonical_format, export_schedule, load_context
 
 
 def export_command(
@@ -138,7 +139,11 @@ def export_command(
         node_resource=node_resource,
         placement_timeout_s=placement_timeout,
     )
-    written = export_schedule(fmt, context, out, **options)
+    try:
+        written = export_schedule(fmt, context, out, **options)
+    except ExportInterrupted as stop:  # nothing was moved into --out
+        err.print(f"{stop}: nothing written; {out} is as it was", highlight=False, soft_wrap=True)
+        raise typer.Exit(128 + stop.signum) from None
     if as_json:
         stdout.print_json(
             json.dumps(

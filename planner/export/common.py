@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shlex
+import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -206,6 +207,35 @@ def _fill_commands(
         commands[jid] = default_command
 
 
+def control_character(text: str) -> str | None:
+    """The first control character of `text` other than a tab (NUL, a line break, ESC, DEL,
+    the C1 range), or None."""
+    for ch in text:
+        if ch != "\t" and unicodedata.category(ch) == "Cc":
+            return ch
+    return None
+
+
+def _check_command(
+    command: str | None, job: str | None = None, *, where: Path, row: int | None = None, field: str = "command"
+) -> None:
+    """A command is one line of shell: a NUL (which no launcher can pass on) or another control
+    character (a line break that hides a second command in a one-line view, an escape sequence)
+    is refused, naming the job."""
+    if command is None:
+        return
+    bad = control_character(command)
+    if bad is not None:
+        whose = f"job {job!r}: " if job is not None else ""
+        raise InputError(
+            f"{whose}the command holds the control character {ascii(bad)}; a command is one line of "
+            "printable text (tabs allowed)",
+            path=where,
+            row=row,
+            field=field,
+        )
+
+
 def load_context(
     schedule_path: str | os.PathLike,
     *,
@@ -237,7 +267,11 @@ def load_context(
         skipped.append("throughput checks of jobs whose model is unknown (no job list)")
     if need_commands:
         listed = set(records) | set(entries if isinstance(entries, dict) else ())
-        _fill_commands(commands, scheduled, default_command, records, jobs_path or schedule_path, listed)
+        where = jobs_path or schedule_path
+        _check_command(default_command, where=schedule_path, field="--default-command")
+        _fill_commands(commands, scheduled, default_command, records, where, listed)
+        for jid in scheduled:
+            _check_command(commands[jid], jid, where=where, row=records.get(jid, {}).get("_row"))
     images = {j: str(r["image"]).strip() for j, r in records.items() if not is_blank(r.get("image"), nan=True)}
     return ExportContext(schedule, schedule_path, spec, commands, thr, types, skipped, images=images)
 
