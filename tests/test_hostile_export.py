@@ -21,9 +21,14 @@ import yaml
 from planner.errors import InputError
 from planner.export import export_schedule, load_context
 from planner.export.common import control_character, progress_file_name
+from planner.export.flat_csv import spreadsheet_safe
 from planner.formats.schedule import SCHEDULE_FORMAT
 
 HOSTILE = [
+    "=cmd|' /C calc'!A0",
+    "+1+2",
+    "@SUM(A1:A2)",
+    "-2+3",
     "a\nb",
     "a\ntouch INJ_NL",
     "$(touch INJ_SUB)",
@@ -223,9 +228,11 @@ def _check_csv(out: Path, names: dict[str, str]) -> None:
         rows = list(csv.DictReader(f))
     assert len(rows) == 2 + 3 + 1
     if "job" in names:
-        assert sum(r["job_id"] == names["job"] for r in rows) == 2
+        assert sum(r["job_id"] == spreadsheet_safe(names["job"]) for r in rows) == 2
     if "node" in names:
-        assert sum(r["node"] == names["node"] for r in rows) == 3
+        assert sum(r["node"] == spreadsheet_safe(names["node"]) for r in rows) == 3
+    for row in rows:  # no cell a spreadsheet would run as a formula
+        assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for cell in row.values()), row
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -420,3 +427,31 @@ def test_a_default_command_with_a_nul_is_refused(tmp_path):
     schedule.write_text(json.dumps(data))
     with pytest.raises(InputError, match="field '--default-command'"):
         load_context(schedule, default_command="run\0x")
+
+
+@pytest.mark.parametrize("option", ["--qos=high --exclusive", "qos=high  --exclusive", " ", "--comment=a b"])
+def test_one_sbatch_option_per_value(tmp_path, option):
+    context = load_context(write_inputs(tmp_path / "in"))
+    with pytest.raises(InputError, match="one option per --sbatch-option") as caught:
+        export_schedule("slurm", context, tmp_path / "out", sbatch_options=[option])
+    assert "field '--sbatch-option'" in str(caught.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_sbatch_options_one_per_line(tmp_path):
+    context = load_context(write_inputs(tmp_path / "in"))
+    export_schedule("slurm", context, tmp_path / "out", sbatch_options=["--qos=high", "exclusive"])
+    script = next((tmp_path / "out").rglob("*.sbatch")).read_text()
+    assert "#SBATCH --qos=high\n" in script and "#SBATCH --exclusive\n" in script
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_get_a_quote(tmp_path):
+    out = _export(tmp_path, "csv", job='=HYPERLINK("http://x")', command="@SUM(1+1)")
+    assert out is not None
+    with open(out / "schedule.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    mine = [r for r in rows if r["job_id"].startswith("'")]
+    assert len(mine) == 2 and mine[0]["job_id"] == '\'=HYPERLINK("http://x")'
+    assert mine[0]["command"] == "'@SUM(1+1)"
+    assert [r["co_located_with"] for r in rows if r["job_id"] == "j2"][0] == '\'=HYPERLINK("http://x")'
+    assert all(r["command"] == "true" for r in rows if not r["job_id"].startswith("'"))

@@ -1,6 +1,13 @@
 """Flat CSV export: one row per (round, job, GPU), with the round length and the
 job's command, for any launcher script (same columns as `rota plan --csv`, plus
-`round_s` and `command`)."""
+`round_s` and `command`).
+
+Spreadsheets run a cell that starts with '=', '+', '-', '@', a tab or a carriage
+return as a formula (CSV injection). Following OWASP's recommendation, such a cell of
+a text column (job ids, worker types, nodes, partners, commands: the user's strings)
+is written with a single quote in front ('=cmd|...' becomes "'=cmd|..."); a script
+that reads those columns removes one leading quote where the next character is one
+of these. The numeric columns rota writes never start with one."""
 
 from __future__ import annotations
 
@@ -12,6 +19,15 @@ from planner.export.common import ExportContext, require_valid, write_files
 from planner.formats.schedule import CSV_COLUMNS, csv_rows, csv_text
 
 EXPORT_COLUMNS = CSV_COLUMNS + ["round_s", "command"]
+TEXT_COLUMNS = ("job_id", "worker_type", "node", "co_located_with", "command")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, with a single quote in front (OWASP)."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
 
 
 def schedule_rows(context: ExportContext) -> Iterator[dict[str, Any]]:
@@ -23,5 +39,8 @@ def schedule_rows(context: ExportContext) -> Iterator[dict[str, Any]]:
 
 def export_csv(context: ExportContext, out_dir: Path, **_ignored: Any) -> list[Path]:
     require_valid(context)
-    rows = ([row[c] for c in EXPORT_COLUMNS] for row in schedule_rows(context))
+    rows = (
+        [spreadsheet_safe(row[c]) if c in TEXT_COLUMNS else row[c] for c in EXPORT_COLUMNS]
+        for row in schedule_rows(context)
+    )
     return write_files(out_dir, {"schedule.csv": csv_text(EXPORT_COLUMNS, rows)})

@@ -175,9 +175,16 @@ exec "${{PYTHON:-python3}}" {driver} {rounds} "$@"
 
 
 def _sbatch_option(option: str) -> str:
-    """An --sbatch-option as one #SBATCH line: '--' added; no line breaks or other unprintable characters."""
+    """An --sbatch-option as one #SBATCH line holding one option: '--' added; no line breaks or
+    other unprintable characters, no spaces (sbatch would read two options from one line)."""
     if not option.isprintable():
         raise InputError(f"{option!r} holds a line break or another unprintable character", field="--sbatch-option")
+    if not option.strip() or any(ch.isspace() for ch in option):
+        raise InputError(
+            f"{option!r} is not one option: give one option per --sbatch-option, without spaces "
+            "(e.g. --sbatch-option=--qos=high --sbatch-option=--exclusive)",
+            field="--sbatch-option",
+        )
     return option if option.startswith("--") else f"--{option}"
 
 
