@@ -3,6 +3,7 @@ never raise anything but InputError. A small, fixed example budget keeps CI fast
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from conftest import DATA
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_hostile_inputs import READERS
+from test_hostile_inputs2 import _Unblocker
 from typer.testing import CliRunner
 
 from planner.cli import app
@@ -156,3 +158,83 @@ def test_valid_files_read(valid_files: dict[str, bytes]) -> None:
             path = Path(folder) / name
             path.write_bytes(valid_files[reader])
             read(path)
+
+
+# --------------------------------------------------------------------------- number spellings and file kinds
+
+# Digits and white space that float() and int() accept but rota's number syntax does not.
+FOREIGN_DIGITS = st.sampled_from(["０１２３４５６７８９", "٠١٢٣٤٥٦٧٨٩", "۰۱۲۳۴۵۶۷۸۹", "०१२३४५६७८९", "০১২৩৪৫৬৭৮৯"])
+UNICODE_SPACE = st.sampled_from(["\u00a0", "\u2003", "\u3000", "\u2028", "\u202f", "\x1c", "\x85"])
+
+
+@st.composite
+def foreign_numbers(draw: st.DrawFn) -> str:
+    """A number spelt with foreign digits, an underscore or Unicode white space."""
+    digits = draw(st.text("0123456789", min_size=2, max_size=6))
+    how = draw(st.sampled_from(["digits", "underscore", "space"]))
+    if how == "digits":
+        table = draw(FOREIGN_DIGITS)
+        k = draw(st.integers(0, len(digits) - 1))
+        return digits[:k] + table[int(digits[k])] + digits[k + 1 :]
+    if how == "underscore":
+        k = draw(st.integers(1, len(digits) - 1))
+        return digits[:k] + "_" + digits[k:]
+    space = draw(UNICODE_SPACE)
+    return draw(st.sampled_from([space + digits, digits + space]))
+
+
+# A numeric cell of each CSV reader: (reader, column).
+NUMERIC_CELLS = [("table", "throughput"), ("jobs-csv", "priority_weight"), ("progress-csv", "steps_done")]
+
+
+@pytest.mark.parametrize("reader, column", NUMERIC_CELLS)
+@FUZZ
+@given(spelling=foreign_numbers())
+def test_foreign_number_spellings(valid_files: dict[str, bytes], reader: str, column: str, spelling: str) -> None:
+    """A numeric cell spelt any other way than ASCII digits is an error naming that field."""
+    import csv
+    import io
+
+    rows = list(csv.reader(io.StringIO(valid_files[reader].decode("utf-8"), newline="")))
+    index = rows[0].index(column)
+    rows[1][index] = spelling
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    name, read = READERS[reader]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        path.write_text(out.getvalue(), encoding="utf-8")
+        with pytest.raises(InputError) as caught:
+            read(path)
+    assert f"field '{column}'" in str(caught.value)
+
+
+FILE_KINDS = st.sampled_from(["fifo", "dev-zero", "dev-null", "folder", "dangling"])
+
+
+@pytest.mark.parametrize("reader", READERS)
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(kind=FILE_KINDS)
+def test_file_kinds(reader: str, kind: str) -> None:
+    """Whatever the path is instead of a regular file, the reader ends in an InputError naming
+    it, without opening it for reading (a FIFO would block)."""
+    import os
+
+    name, read = READERS[reader]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / name
+        if kind == "fifo":
+            os.mkfifo(path)
+        elif kind == "dev-zero":
+            path.symlink_to("/dev/zero")
+        elif kind == "dev-null":
+            path.symlink_to("/dev/null")
+        elif kind == "folder":
+            if reader.startswith("progress"):
+                return  # a progress folder is a valid input
+            path.mkdir()
+        else:
+            path.symlink_to(Path(folder) / "missing")
+        with _Unblocker(path) if kind == "fifo" else contextlib.nullcontext(), pytest.raises(InputError) as caught:
+            read(path)
+    assert str(path) in str(caught.value)

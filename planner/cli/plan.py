@@ -16,7 +16,7 @@ from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
-from planner.formats.files import read_text
+from planner.formats.files import read_text, same_file
 from planner.formats.jobs import read_jobs
 from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule
@@ -429,7 +429,12 @@ def plan_next_round_command(
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
         state_text = json.dumps(result.state, separators=(",", ":")) + "\n"
-        write_together([*schedule_files(result.schedule, out_path, csv_path, compact=True), (target, state_text)])
+        # The state is updated in place (it may be the --state read above); no other input may be replaced.
+        in_place = [target] if saved is not None and same_file(target, state) else []
+        write_together(
+            [*schedule_files(result.schedule, out_path, csv_path, compact=True), (target, state_text)],
+            in_place=in_place,
+        )
     for warning in result.warnings:
         err.print(styled("[yellow]warning:[/] ") + one_line(warning), highlight=False, soft_wrap=True)
     _print_next_round(result.schedule.to_json(), result.notes, result.warnings, out_path, target, result, as_json)

@@ -17,6 +17,13 @@ Temp files in flight are removed on any exit the process sees: an exception,
 SIGTERM, SIGINT or SIGHUP (the handler removes them, then the process dies of the
 signal as it would have: a shell reports 128+signo), or a normal interpreter exit.
 
+Outputs never replace inputs: a target that this process read as an input (through
+planner/formats/files.py) is refused with a one-line InputError, unless the writer is told
+the target is meant to be updated in place (`in_place`: the state file that plan-next and
+`rota run` read and rewrite, a table the profiler appends to); so is a target that exists
+and is not a regular file (a device, a FIFO, a socket: writing would replace the node),
+and a set that names one file twice.
+
 Test hook: with ROTA_TEST_PAUSE_IN_WRITE set to a path, a writer that has written
 its temp files prints one line to stderr and waits until that path exists before
 renaming (tests use it to send signals to, or race, a process paused mid-write).
@@ -33,10 +40,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
+
+from planner.errors import InputError
+from planner.formats.files import kind_of, note_written, would_overwrite
 
 PAUSE_ENV = "ROTA_TEST_PAUSE_IN_WRITE"
 HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -120,6 +130,35 @@ def _signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def check_targets(targets: Sequence[str | os.PathLike], in_place: Collection[str | os.PathLike] = ()) -> None:
+    """InputError if a target is not a file that may be replaced: an input of this process
+    (unless in `in_place`, compared as given), something other than a regular file, or a
+    file named twice in the set. Folders are left to `_new_temp` (its OSError, as before)."""
+    allowed = {Path(p) for p in in_place}
+    seen: dict[tuple[int, int] | str, Path] = {}
+    for raw in targets:
+        target = Path(raw)
+        try:
+            st = os.stat(target)
+        except OSError:
+            st = None
+        if st is not None:
+            what = kind_of(st.st_mode)
+            if what is not None and what != "a folder":
+                raise InputError(f"is {what}; an output must be a regular file (give another path)", path=target)
+            key: tuple[int, int] | str = (st.st_dev, st.st_ino)
+        else:
+            key = os.path.realpath(target)
+        if key in seen:
+            raise InputError(f"is the same file as the output {seen[key]} (give another path)", path=target)
+        seen[key] = target
+        if target not in allowed:
+            source = would_overwrite(target)
+            if source is not None:
+                shown = "" if source == str(target) else f" {source}"
+                raise InputError(f"would overwrite the input{shown} (give another output path)", path=target)
+
+
 def _new_temp(target: Path) -> Path:
     """An empty temp file next to `target`; an OSError names the target, not the temp."""
     if target.is_dir():  # the rename would fail, after other files of the set had changed
@@ -143,11 +182,15 @@ def _test_pause() -> None:
 
 
 @contextlib.contextmanager
-def atomic_paths(targets: Sequence[str | os.PathLike], mode: int = 0o666) -> Iterator[list[Path]]:
+def atomic_paths(
+    targets: Sequence[str | os.PathLike], mode: int = 0o666, *, in_place: Collection[str | os.PathLike] = ()
+) -> Iterator[list[Path]]:
     """Yield one temporary path per target; on success they replace the targets in the
     order given (the last one commits the set), with `mode` minus the umask. Every temp is
-    created before the caller writes any, so an unwritable target fails before a change."""
+    created before the caller writes any, so an unwritable target fails before a change.
+    `in_place`: targets (as given) that may replace a file this process read as an input."""
     paths = [Path(t) for t in targets]
+    check_targets(paths, in_place)
     temps: list[Path] = []
     with _cleanup_on_signals():
         try:
@@ -163,6 +206,7 @@ def atomic_paths(targets: Sequence[str | os.PathLike], mode: int = 0o666) -> Ite
                 for tmp, target in zip(temps, paths, strict=True):
                     os.replace(tmp, target)
                     _in_flight.discard(tmp)
+                    note_written(target)
         finally:
             for tmp in temps:
                 if tmp in _in_flight:
@@ -172,25 +216,29 @@ def atomic_paths(targets: Sequence[str | os.PathLike], mode: int = 0o666) -> Ite
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike, mode: int = 0o666) -> Iterator[Path]:
-    """Yield a temporary path; on success it replaces `target` atomically, with `mode` minus the umask."""
-    with atomic_paths([target], mode) as (tmp,):
+def atomic_path(target: str | os.PathLike, mode: int = 0o666, *, replaces_input: bool = False) -> Iterator[Path]:
+    """Yield a temporary path; on success it replaces `target` atomically, with `mode` minus the umask.
+    `replaces_input`: `target` is meant to be updated in place (it may be an input of this process)."""
+    with atomic_paths([target], mode, in_place=[target] if replaces_input else ()) as (tmp,):
         yield tmp
 
 
-def write_together(files: Sequence[tuple[str | os.PathLike, str]]) -> None:
+def write_together(
+    files: Sequence[tuple[str | os.PathLike, str]], *, in_place: Collection[str | os.PathLike] = ()
+) -> None:
     """Write (path, text) pairs as one set: all or, on any failure before the renames,
-    none. Renamed in the order given: put the file that commits the set last."""
-    with atomic_paths([path for path, _ in files]) as temps:
+    none. Renamed in the order given: put the file that commits the set last.
+    `in_place`: the paths (as given in `files`) meant to be updated in place."""
+    with atomic_paths([path for path, _ in files], in_place=in_place) as temps:
         for tmp, (_, text) in zip(temps, files, strict=True):
             tmp.write_text(text, encoding="utf-8")
 
 
-def write_text_atomic(target: str | os.PathLike, text: str) -> None:
-    write_together([(target, text)])
+def write_text_atomic(target: str | os.PathLike, text: str, *, replaces_input: bool = False) -> None:
+    write_together([(target, text)], in_place=[target] if replaces_input else ())
 
 
-def write_with(target: str | os.PathLike, writer: Callable[[Path], None]) -> None:
+def write_with(target: str | os.PathLike, writer: Callable[[Path], None], *, replaces_input: bool = False) -> None:
     """Call `writer(tmp_path)` then move the result onto `target`."""
-    with atomic_path(target) as tmp:
+    with atomic_path(target, replaces_input=replaces_input) as tmp:
         writer(tmp)

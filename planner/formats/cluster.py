@@ -13,12 +13,13 @@ Errors name the file and the field path (e.g. worker_types.v100.gpus).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
-from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int
+from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int, short
 from planner.formats.files import parse_json, read_text
 from planner.formats.safe_yaml import load_yaml
 
@@ -78,7 +79,7 @@ def _check_document(data: Any, path: object) -> dict[str, Any]:
         raise InputError("unknown key (expected format, name, worker_types)", path=path, field=sorted(unknown)[0])
     fmt = data.get("format", CLUSTER_FORMAT)
     if fmt != CLUSTER_FORMAT:
-        raise InputError(f"unsupported format {fmt!r} (expected {CLUSTER_FORMAT})", path=path, field="format")
+        raise InputError(f"unsupported format {short(fmt)} (expected {CLUSTER_FORMAT})", path=path, field="format")
     types = data.get("worker_types")
     if not isinstance(types, dict) or not types:
         raise InputError("must map at least one worker type name to its spec", path=path, field="worker_types")
@@ -102,7 +103,7 @@ def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
 
 def _check_name(name: str, at: Where, where: str) -> str:
     if not name or not name.isprintable() or len(name) > MAX_NAME:
-        raise at.error(where, f"{name!r} is not a valid name (printable, 1 to {MAX_NAME} characters)")
+        raise at.error(where, f"{short(name)} is not a valid name (printable, 1 to {MAX_NAME} characters)")
     return name
 
 
@@ -132,7 +133,7 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     nodes = _node_names(name, spec, gpus // per_node, at, where)
     for node in nodes:
         if node in seen_nodes:
-            raise at.error(f"{where}.nodes", f"node name {node!r} also used by {seen_nodes[node]}")
+            raise at.error(f"{where}.nodes", f"node name {short(node)} also used by {seen_nodes[node]}")
         seen_nodes[node] = name
     cost = spec.get("cost_per_gpu_hour")
     if cost is not None:
@@ -143,7 +144,7 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     product = spec.get("gpu_product")
     if product is not None:
         if not isinstance(product, str):
-            raise at.error(f"{where}.gpu_product", f"expected a product name such as Tesla-T4, got {product!r}")
+            raise at.error(f"{where}.gpu_product", f"expected a product name such as Tesla-T4, got {short(product)}")
         product = _check_name(product, at, f"{where}.gpu_product")
     return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart, product)
 
@@ -169,7 +170,7 @@ def read_cluster(path: str | os.PathLike) -> Cluster:
             "file, e.g. data/cluster.yaml (see README: File formats)",
             path=path,
         )
-    text = read_text(path)
+    text = read_text(path, "cluster")
     data = parse_json(text, path) if path.suffix.lower() == ".json" else load_yaml(text, path)
     return cluster_from_dict(data, path=path)
 
@@ -196,20 +197,22 @@ def parse_cluster(text: str) -> Cluster:
     else:
         counts = [_count(c, text) for c in text.split(":")]
         if len(counts) != 3:
-            raise InputError(f"expected V100:P100:K80 GPU counts like 36:36:36, got {text!r}", field="--cluster")
+            raise InputError(f"expected V100:P100:K80 GPU counts like 36:36:36, got {short(text)}", field="--cluster")
         types = {w: n for w, n in zip(GAVEL_TYPE_ORDER, counts) if n > 0}
     if not types:
-        raise InputError(f"no GPUs in {text!r}", field="--cluster")
+        raise InputError(f"no GPUs in {short(text)}", field="--cluster")
     return cluster_from_dict({"worker_types": types}, path="--cluster")
 
 
 def _count(raw: str, text: str) -> int:
     try:
+        if not re.fullmatch(r"[+-]?[0-9]+", raw.strip()):  # ASCII digits only (int() takes '1_0', '１')
+            raise ValueError(raw)
         value = int(raw.strip())
     except ValueError:
-        raise InputError(f"bad GPU count {raw.strip()!r} in {text!r}", field="--cluster") from None
+        raise InputError(f"bad GPU count {short(raw.strip())} in {short(text)}", field="--cluster") from None
     if value < 0:
-        raise InputError(f"GPU counts must not be negative in {text!r}", field="--cluster")
+        raise InputError(f"GPU counts must not be negative in {short(text)}", field="--cluster")
     return value
 
 

@@ -11,6 +11,7 @@ tests and docs stay as they are.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -68,10 +69,59 @@ NON_NEGATIVE_FINITE = replace(  # progress reports
 
 # Bounds on magnitudes (a typo such as 1e308 steps must not make a simulation run forever).
 MAX_STEPS = 1e12  # a job's total steps
+MAX_TIME_S = 1e10  # a clock, arrival or duration in seconds (~317 years)
 MAX_ID = 253  # characters of a job id
 
 TRUE_WORDS = ("1", "true", "yes", "y")
 FALSE_WORDS = ("", "0", "false", "no", "n")
+
+
+# The one number syntax of text cells: ASCII digits with an optional sign, decimal point and
+# exponent (and the words nan / inf / infinity, which the finite checks then refuse). Python's
+# float() alone also takes '1_000', full-width and Arabic-Indic digits and Unicode white space.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+_SPACE = " \t\r\n"  # the white space a cell may carry around a number (ASCII only)
+
+# How much of a value an error message quotes.
+SHORT = 80
+
+
+def short(value: Any, limit: int = SHORT) -> str:
+    """repr(value), cut to about `limit` characters with its full length said (a 1 MB name
+    must not come back as a 1 MB error)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(text)} characters as text"
+    return f"{text[: limit - 3]}... ({size})"
+
+
+class _Quoted:
+    """A value in a message template: {value!r} quotes it shortened."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return short(self.value)
+
+    def __str__(self) -> str:
+        text = str(self.value)
+        return text if len(text) <= SHORT else short(text)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
+
+
+def number_text(text: str) -> float | None:
+    """The number a text cell spells in the one accepted syntax, else None."""
+    text = text.strip(_SPACE)
+    if not _NUMBER.fullmatch(text):
+        return None
+    try:
+        return float(text)
+    except (ValueError, OverflowError):  # pragma: no cover - the pattern admits only float() syntax
+        return None
 
 
 # --------------------------------------------------------------------------- predicates
@@ -98,7 +148,7 @@ def is_number(value: Any, *, finite: bool = True) -> bool:
 
 
 def _message(template: str, value: Any, number: Any = None, minimum: Any = None, expected: str = "") -> str:
-    return template.format(value=value, number=number, minimum=minimum, expected=expected)
+    return template.format(value=_Quoted(value), number=number, minimum=minimum, expected=expected)
 
 
 def _convert(value: Any, where: Where, field: str | None, *, strict: bool, expected: str, wording: Wording) -> float:
@@ -106,9 +156,16 @@ def _convert(value: Any, where: Where, field: str | None, *, strict: bool, expec
         if not is_number(value, finite=False):
             raise where.error(field, _message(wording.unparsable, value, expected=expected))
         return float(value)
+    if isinstance(value, str):  # a text cell: only the one number syntax (see _NUMBER)
+        number = number_text(value)
+        if number is None:
+            raise where.error(field, _message(wording.unparsable, value, expected=expected))
+        return number
+    if not is_number(value, finite=False):  # a typed value: true / false are not numbers
+        raise where.error(field, _message(wording.unparsable, value, expected=expected))
     try:
-        return float(value.strip()) if isinstance(value, str) else float(value)
-    except (TypeError, ValueError, OverflowError):
+        return float(value)
+    except OverflowError:  # an int beyond float's range
         raise where.error(field, _message(wording.unparsable, value, expected=expected)) from None
 
 
@@ -226,14 +283,11 @@ def optional_float(
     if value.__class__ is str:
         # The common cases, a blank cell or a finite number in range, in one step: job lists
         # have 10^5 rows of a few numbers each.
-        text = value.strip()
+        text = value.strip(_SPACE)
         if not text:
             return None
-        try:
-            number = float(text)
-        except ValueError:
-            pass  # not a number: the full path below says so
-        else:
+        number = number_text(text)
+        if number is not None:
             if number - number == 0 and (minimum is None or number >= minimum) and (not positive or number > 0):
                 return number
     if is_blank(value):
@@ -262,7 +316,7 @@ def parse_flag(value: Any, where: Where, field: str) -> bool:
         return True
     if text in FALSE_WORDS:
         return False
-    raise where.error(field, f"expected true or false, got {value!r}")
+    raise where.error(field, f"expected true or false, got {short(value)}")
 
 
 def optional_text(value: Any) -> str | None:
@@ -285,4 +339,4 @@ def parse_choice(value: Any, where: Where, field: str, choices: Sequence[T], *, 
     for choice in choices:
         if text == choice:
             return choice
-    raise where.error(field, f"unknown {what} {text!r} (expected one of {', '.join(choices)})")
+    raise where.error(field, f"unknown {what} {short(text)} (expected one of {', '.join(choices)})")

@@ -16,7 +16,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
-from planner.formats.fields import Where, parse_float
+from planner.formats.fields import Where, parse_float, short
 from planner.formats.files import read_json
 from planner.formats.table import COLUMNS, ThroughputTable, model_label, row_key, split_model_label
 
@@ -28,7 +28,7 @@ def _parse_key(key: str, *, path: object, where: str) -> tuple[str, int]:
         if not isinstance(model, str) or not isinstance(scale, int):
             raise ValueError
     except (ValueError, SyntaxError, TypeError):
-        raise InputError(f"key {key!r} is not \"('<model>', <scale factor>)\"", path=path, field=where) from None
+        raise InputError(f"key {short(key)} is not \"('<model>', <scale factor>)\"", path=path, field=where) from None
     return model, scale
 
 
@@ -57,9 +57,11 @@ def _row(
 
 def import_gavel(path: str | os.PathLike) -> ThroughputTable:
     path = Path(path)
-    data = read_json(path)
+    data = read_json(path, "gavel")
     if not isinstance(data, dict):
         raise InputError("top level must be an object {worker_type: {...}}", path=path)
+    if not data:
+        raise InputError("no rows: an empty object has no throughputs", path=path)
     records = []
     for worker_type, entries in data.items():
         if not isinstance(entries, dict):
@@ -78,7 +80,7 @@ def import_gavel(path: str | os.PathLike) -> ThroughputTable:
                 if p_scale != scale:
                     raise InputError("co-location across scale factors is not supported", path=path, field=p_where)
                 if not isinstance(value, list) or len(value) != 2:
-                    raise InputError(f"expected [own, partner], got {value!r}", path=path, field=p_where)
+                    raise InputError(f"expected [own, partner], got {short(value)}", path=path, field=p_where)
                 records.append(_row(worker_type, name, scale, partner, value[0], path=path, where=p_where))
     return ThroughputTable.from_records(records, columns=COLUMNS, path=path)
 

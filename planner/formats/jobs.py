@@ -9,7 +9,6 @@ JSON: a list of such objects, or {"format": "rota.jobs/v1", "jobs": [...]}.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable, Mapping
@@ -27,12 +26,18 @@ from planner.formats.fields import (
     optional_float,
     optional_text,
     required_text,
+    short,
     whole,
 )
-from planner.formats.files import read_csv_records
+from planner.formats.files import read_csv_records, read_json
 from planner.formats.table import JobType, ThroughputTable
 
 JOBS_FORMAT = "rota.jobs/v1"
+
+# priority_weight bounds: weights are relative, and a policy's LP divides by them (1e-300 made
+# HiGHS refuse the model without saying why).
+MIN_WEIGHT = 1e-6
+MAX_WEIGHT = 1e6
 JOB_COLUMNS = [
     "job_id",
     "model",
@@ -135,7 +140,7 @@ def _checked_job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> Job
     table, cluster = inputs.table, inputs.cluster
     model = required_text(raw.get("model"), at, "model")
     if model not in inputs.models:
-        raise at.error("model", f"unknown model {model!r}: not in the throughput table {table.path}")
+        raise at.error("model", f"unknown model {short(model)}: not in the throughput table {table.path}")
     batch = _count(raw, "batch_size", at)
     scale = _count(raw, "scale_factor", at)
     scale = 1 if scale is None else scale
@@ -149,11 +154,11 @@ def _checked_job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> Job
         if scales:  # the model and batch size are there: the scale factor is what no row has
             raise at.error(
                 "scale_factor",
-                f"no row for {job_type.label!r} in the throughput table {table.path} "
+                f"no row for {short(job_type.label)} in the throughput table {table.path} "
                 f"(it has scale factors {', '.join(map(str, scales))})",
             )
         raise at.error(
-            "batch_size", f"unknown job type {job_type.label!r}: no such row in the throughput table {table.path}"
+            "batch_size", f"unknown job type {short(job_type.label)}: no such row in the throughput table {table.path}"
         )
     if not any(table.solo(w, job_type) > 0 and cluster.capacity(w) >= scale for w in cluster.names):
         raise at.error(
@@ -171,7 +176,7 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
     ref = optional_text(raw.get("reference_worker_type"))
     known = inputs.table.worker_types
     if ref is not None and ref not in known:  # a typo is an error even where total_steps makes it unused
-        raise at.error("reference_worker_type", f"{ref!r} is not a worker type of the table ({', '.join(known)})")
+        raise at.error("reference_worker_type", f"{short(ref)} is not a worker type of the table ({', '.join(known)})")
     if steps is not None and duration is None:
         return check_steps(steps, raw.get("total_steps"), at)
     if steps is not None or duration is None:
@@ -180,7 +185,7 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
         ref = _fastest_type(inputs.table, inputs.cluster, job_type)
     rate = 0.0 if ref is None else inputs.table.solo(ref, job_type)
     if rate <= 0:
-        raise at.error("reference_worker_type", f"{job_type.label} has no positive throughput on {ref!r}")
+        raise at.error("reference_worker_type", f"{job_type.label} has no positive throughput on {short(ref)}")
     # Whole steps, rounded up: trainers count steps in integers, and a job given by its duration
     # must not end a fraction of a step short of it.
     return check_steps(float(math.ceil(duration * rate - 1e-9)), raw.get("duration_s"), at, "duration_s")
@@ -189,14 +194,14 @@ def _total_steps(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_type: J
 def check_steps(steps: float, value: Any, at: Where, field: str = "total_steps") -> float:
     """At most MAX_STEPS (InputError otherwise)."""
     if steps > MAX_STEPS:
-        raise at.error(field, f"{value!r} makes {steps:g} steps, more than the {MAX_STEPS:g} a job may have")
+        raise at.error(field, f"{short(value)} makes {steps:g} steps, more than the {MAX_STEPS:g} a job may have")
     return steps
 
 
 def check_job_id(job_id: str, at: Where) -> str:
     """Printable (no line breaks or tabs), at most MAX_ID characters; launchers map it to safe names."""
     if not job_id.isprintable() or len(job_id) > MAX_ID:
-        raise at.error("job_id", f"{job_id!r} is not a valid job id (printable, at most {MAX_ID} characters)")
+        raise at.error("job_id", f"{short(job_id)} is not a valid job id (printable, at most {MAX_ID} characters)")
     return job_id
 
 
@@ -204,6 +209,11 @@ def _parse_job(raw: Mapping[str, Any], at: Where, inputs: _Inputs, job_id: str) 
     job_type = _job_type(raw, at, inputs)
     steps = _total_steps(raw, at, inputs, job_type)
     weight = _number(raw, "priority_weight", at, positive=True)
+    if weight is not None and not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        raise at.error(
+            "priority_weight",
+            f"{weight:g} is outside [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}] (weights are relative; rescale them)",
+        )
     arrival = _number(raw, "arrival_s", at)
     slo = _number(raw, "slo_s", at, positive=True)
     done = _number(raw, "steps_done", at)
@@ -248,7 +258,7 @@ def parse_jobs(
         at = Where(path, row)
         job_id = check_job_id(required_text(raw.get("job_id"), at, "job_id"), at)
         if job_id in seen:
-            raise at.error("job_id", f"duplicate job id {job_id!r} (first in row {seen[job_id]})")
+            raise at.error("job_id", f"duplicate job id {short(job_id)} (first in row {seen[job_id]})")
         seen[job_id] = row
         jobs.append(_parse_job(raw, at, inputs, job_id))
     return jobs
@@ -256,20 +266,18 @@ def parse_jobs(
 
 def read_jobs(path: str | os.PathLike, *, table: ThroughputTable, cluster: Cluster) -> list[Job]:
     path = Path(path)
-    if not path.exists():
-        raise InputError("file not found", path=path)
     try:
         if path.suffix.lower() == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = read_json(path, "jobs")
             if isinstance(data, dict):
                 if data.get("format", JOBS_FORMAT) != JOBS_FORMAT:
-                    raise InputError(f"unsupported format {data.get('format')!r}", path=path, field="format")
+                    raise InputError(f"unsupported format {short(data.get('format'))}", path=path, field="format")
                 data = data.get("jobs")
             if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
                 raise InputError("expected a list of job objects", path=path)
             records, columns = data, None
         else:
-            columns, records = read_csv_records(path)
+            columns, records = read_csv_records(path, "jobs")
     except InputError:
         raise
     except Exception as exc:

@@ -9,15 +9,23 @@ makes the report a throughput observation even when the job stopped early.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
-from planner.formats.fields import NON_NEGATIVE_FINITE, Where, is_blank, parse_flag, parse_float
-from planner.formats.files import read_text
+from planner.formats.fields import (
+    MAX_STEPS,
+    MAX_TIME_S,
+    NON_NEGATIVE_FINITE,
+    Where,
+    is_blank,
+    parse_flag,
+    parse_float,
+    short,
+)
+from planner.formats.files import parse_json, read_csv_records, read_text
 
 PROGRESS_FORMAT = "rota.progress/v1"
 
@@ -51,14 +59,16 @@ class Progress:
             raise InputError("expected a JSON object", path=path)
         if data.get("format", PROGRESS_FORMAT) != PROGRESS_FORMAT:
             raise InputError(
-                f"unsupported format {data.get('format')!r} (expected {PROGRESS_FORMAT})", path=path, field="format"
+                f"unsupported format {short(data.get('format'))} (expected {PROGRESS_FORMAT})",
+                path=path,
+                field="format",
             )
         unknown = set(data) - set(_DOCUMENT_KEYS)
         if unknown:
             raise InputError(f"unknown key (expected {', '.join(_DOCUMENT_KEYS)})", path=path, field=sorted(unknown)[0])
         rnd = data.get("round")
         if rnd is not None and (isinstance(rnd, bool) or not isinstance(rnd, int) or rnd < 0):
-            raise InputError(f"expected a round index, got {rnd!r}", path=path, field="round")
+            raise InputError(f"expected a round index, got {short(rnd)}", path=path, field="round")
         time_s = data.get("time_s")
         time_s = None if time_s is None else _number(time_s, path, None, "time_s")
         jobs = _job_reports(data.get("jobs", []), path)
@@ -80,13 +90,22 @@ def _job_reports(raw_jobs: Any, path: object) -> dict[str, JobProgress]:
     for row, raw in enumerate(raw_jobs, start=1):
         jid, prog = job_progress(raw, path=path, row=row)
         if jid in jobs:
-            raise InputError(f"job {jid!r} reported twice", path=path, row=row, field="job_id")
+            raise InputError(f"job {short(jid)} reported twice", path=path, row=row, field="job_id")
         jobs[jid] = prog
     return jobs
 
 
+# The largest value each number of a report may have (a typo or a garbage counter must not
+# become a clock of 1e308 s or 1e15 steps).
+_LIMITS = {"steps_done": MAX_STEPS, "time_s": MAX_TIME_S, "elapsed_s": MAX_TIME_S}
+
+
 def _number(value: Any, path: object, row: int | None, field: str) -> float:
-    return parse_float(value, Where(path, row), field, minimum=0, wording=NON_NEGATIVE_FINITE)
+    number = parse_float(value, Where(path, row), field, minimum=0, wording=NON_NEGATIVE_FINITE)
+    limit = _LIMITS[field]
+    if number > limit:
+        raise InputError(f"{number:g} is more than the {limit:g} a report may say", path=path, row=row, field=field)
+    return number
 
 
 def job_progress(raw: Any, *, path: object, row: int | None) -> tuple[str, JobProgress]:
@@ -128,41 +147,40 @@ def read_progress(path: str | os.PathLike) -> Progress:
 
 
 def _parse_json(path: Path) -> Any:
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise InputError("cannot parse: nested too deeply", path=path) from None
-    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+    return parse_json(read_text(path, "progress"), path, what="cannot parse")
 
 
 def _read_folder(folder: Path) -> Progress:
-    jobs = {}
+    """One JSON object per job; the file name is the job id, and a job_id inside must agree
+    (a report copied to another job's file would credit the wrong job)."""
+    jobs: dict[str, JobProgress] = {}
     for item in sorted(folder.glob("*.json")):
         raw = _parse_json(item)
         if isinstance(raw, dict):
-            raw.setdefault("job_id", item.stem)
+            inside = raw.setdefault("job_id", item.stem)
+            if str(inside).strip() != item.stem:
+                raise InputError(
+                    f"job_id {short(inside)} differs from the file name {short(item.stem)} (one file per job, named "
+                    "after it)",
+                    path=item,
+                    field="job_id",
+                )
         jid, prog = job_progress(raw, path=item, row=None)
+        if jid in jobs:
+            raise InputError(f"job {short(jid)} reported twice", path=item, field="job_id")
         jobs[jid] = prog
     return Progress(jobs=jobs)
 
 
 def _read_csv(path: Path) -> Progress:
-    import pandas as pd  # only CSV reports need it (keeps next-round start-up light)
-
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except Exception as exc:
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
-    frame.columns = [str(c).strip() for c in frame.columns]
-    if "job_id" not in frame.columns:
+    columns, rows = read_csv_records(path, "progress")
+    if "job_id" not in columns:
         raise InputError(
             "missing column (expected job_id, steps_done[, finished][, elapsed_s])", path=path, field="job_id"
         )
     records = [
         {k: v for k, v in rec.items() if not (k in ("finished", "gpus", "elapsed_s") and str(v).strip() == "")}
-        for rec in frame.to_dict(orient="records")
+        for rec in rows
     ]
     if any("gpus" in r for r in records):
         raise InputError("gpus can only be reported in JSON progress files", path=path, field="gpus")

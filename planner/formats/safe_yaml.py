@@ -3,15 +3,23 @@
 Anchors and aliases are refused (an alias bomb expands to billions of nodes),
 so are duplicate keys (which would silently keep the last value) and nesting
 deeper than `MAX_DEPTH`. Every failure is an InputError naming the file and line.
+
+Plain scalars are typed by the YAML 1.2 core schema, stricter still about numbers: a number is
+ASCII digits with an optional sign, decimal point and exponent (no leading zero on an integer),
+`.inf` / `.nan`; `true` / `false` are the only booleans. YAML 1.1's other spellings stay strings,
+so the field's type check names them: `1:30` (base 60: 90), `010` (octal: 8), `0x1F`, `1_000`,
+`yes` / `no` / `on` / `off`.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
 
 from planner.errors import InputError
+from planner.formats.fields import short
 from planner.formats.files import MAX_DEPTH
 
 
@@ -21,10 +29,32 @@ class _Refused(yaml.YAMLError):
         super().__init__(f"{message}{line}")
 
 
+_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|(?:0|[1-9][0-9]*)(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_CORE = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
+
+
 class SafeLoader(yaml.SafeLoader):
-    """yaml.SafeLoader without anchors, aliases, duplicate keys or deep nesting."""
+    """yaml.SafeLoader without anchors, aliases, duplicate keys or deep nesting, with the
+    YAML 1.2 core schema's booleans and (strict) numbers."""
 
     _depth = 0
+    # YAML 1.1's implicit bool / int / float resolvers out, the core schema's in (own copies:
+    # yaml.SafeLoader itself is left as it is).
+    yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag not in _CORE]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def construct_yaml_int(self, node: Any) -> int:  # only _INT's spellings reach here untagged
+        value = self.construct_scalar(node)
+        if not _INT.match(value):  # an explicit !!int tag on another spelling
+            raise _Refused(f"not an integer: {short(value)}", node.start_mark)
+        return int(value)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
@@ -49,8 +79,14 @@ class SafeLoader(yaml.SafeLoader):
                 except TypeError:  # an unhashable key: the base class reports it
                     continue
                 if duplicate:
-                    raise _Refused(f"duplicate key {key!r}", key_node.start_mark)
+                    raise _Refused(f"duplicate key {short(key)}", key_node.start_mark)
         return super().construct_mapping(node, deep=deep)
+
+
+SafeLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _BOOL, list("tTfF"))
+SafeLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INT, list("-+0123456789"))
+SafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+.0123456789"))
+SafeLoader.add_constructor("tag:yaml.org,2002:int", SafeLoader.construct_yaml_int)
 
 
 def load_yaml(text: str, path: object) -> Any:

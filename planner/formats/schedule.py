@@ -22,7 +22,7 @@ from typing import Any, NotRequired, TypedDict
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
-from planner.formats.fields import is_number
+from planner.formats.fields import is_number, short
 from planner.formats.files import read_json
 from planner.formats.json_text import dumps_readable
 
@@ -188,7 +188,7 @@ def assignment_problem(a: Any) -> str | None:
     if "node" in a:
         nodes = "+".join(dict.fromkeys(g["node"] for g in gpus))
         if a["node"] != nodes:
-            return f"assignment of {label}: 'node' is {a['node']!r} but its GPUs are on {nodes}"
+            return f"assignment of {label}: 'node' is {short(a['node'])} but its GPUs are on {nodes}"
     return None
 
 
@@ -225,7 +225,7 @@ def _first_problem(data: Any) -> tuple[str | None, str] | None:
     for key, (what, kind) in _SECTIONS.items():
         value = data.get(key)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            return key, f"expected {what}, got {value!r}"
+            return key, f"expected {what}, got {short(value)}"
     return None
 
 
@@ -302,10 +302,10 @@ def read_schedule(path: str | os.PathLike) -> dict[str, Any]:
     """A schedule file as parsed JSON, checked for its format and main keys only:
     the validator (or `Schedule.from_json`) checks the rest."""
     path = Path(path)
-    data = read_json(path)
+    data = read_json(path, "schedule")
     if not isinstance(data, dict) or data.get("format") != SCHEDULE_FORMAT:
         found = data.get("format") if isinstance(data, dict) else None
-        raise InputError(f"unsupported format {found!r} (expected {SCHEDULE_FORMAT})", path=path, field="format")
+        raise InputError(f"unsupported format {short(found)} (expected {SCHEDULE_FORMAT})", path=path, field="format")
     for key in ("rounds", "jobs", "round_s"):
         if key not in data:
             raise InputError("is required", path=path, field=key)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from planner.formats.cluster import Cluster
-from planner.formats.fields import is_number
+from planner.formats.fields import is_number, short
 from planner.formats.schedule import (
     Assignment,
     Round,
@@ -94,11 +94,11 @@ def check_schedule(
     done: dict[str, float] = {}
     for jid, info in jobs.items():
         if (problem := job_entry_problem(info)) is not None:
-            out.append(Violation("structure", f"job {jid!r}: {problem}"))
+            out.append(Violation("structure", f"job {short(jid)}: {problem}"))
             continue
         start = info.get("steps_done_at_start") or 0.0
         if not is_number(start):
-            out.append(Violation("structure", f"job {jid!r}: 'steps_done_at_start' must be a number"))
+            out.append(Violation("structure", f"job {short(jid)}: 'steps_done_at_start' must be a number"))
             continue
         done[jid] = float(start)
     node_type = {n: w for w, spec in cluster.worker_types.items() for n in spec.nodes}
@@ -159,12 +159,12 @@ def _check_gpus(a: Assignment, r: int, context: _Context, held: dict[tuple[str, 
     w, label = a["worker_type"], "+".join(a["jobs"])
     types = context.cluster.worker_types
     if w not in types:
-        out.append(Violation("unknown_gpu", f"{label}: worker type {w!r} is not in the cluster", r))
+        out.append(Violation("unknown_gpu", f"{label}: worker type {short(w)} is not in the cluster", r))
     for g in a["gpus"]:
         node, gpu = g["node"], g["gpu"]
         owner_type = context.node_type.get(node)
         if owner_type is None:
-            out.append(Violation("unknown_gpu", f"{label}: node {node!r} is not in the cluster", r))
+            out.append(Violation("unknown_gpu", f"{label}: node {short(node)} is not in the cluster", r))
         elif w in types and owner_type != w:
             out.append(Violation("gang_type", f"{label} on {w} holds {node}:{gpu}, a GPU of {owner_type}", r))
         elif not 0 <= gpu < types[owner_type].gpus_per_node:
@@ -234,7 +234,7 @@ def _check_steps(a: Assignment, r: int, context: _Context) -> list[Violation]:
             continue
         n = a["planned_steps"][jid]
         if not is_number(n) or n <= 0:
-            out.append(Violation("steps", f"{jid}: planned steps {n!r} must be a positive number", r))
+            out.append(Violation("steps", f"{jid}: planned steps {short(n)} must be a positive number", r))
             continue
         left = float(context.jobs[jid]["total_steps"]) - done[jid]
         if n > math.ceil(left - 1e-9) + EPS:

@@ -53,6 +53,7 @@ import numpy as np
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
+from planner.formats.fields import MAX_STEPS, MAX_TIME_S, short
 from planner.formats.files import read_json
 from planner.formats.jobs import Job
 from planner.formats.table import JobType
@@ -307,7 +308,7 @@ class StateDocument:
         missing = [jid for jid in (*engine.pending, *engine.active) if jid not in known]
         if missing:
             raise InputError(
-                f"job {missing[0]!r} is listed as waiting or running but has no entry", path=path, field="engine"
+                f"job {short(missing[0])} is listed as waiting or running but has no entry", path=path, field="engine"
             )
         m = len(worker_types)
         return cls(
@@ -317,7 +318,7 @@ class StateDocument:
             jobs=jobs,
             mechanism=_mechanism_entry(data["mechanism"], m, reader.at("mechanism")),
             config=reader.get(data, "config", lambda v: dict(decode(v)), default={}),
-            rounds_done=reader.get(data, "rounds_done", int, default=0),
+            rounds_done=reader.get(data, "rounds_done", _count, default=0),
             version=reader.get(data, "version", _count, default=0),
             last_plan=reader.get(data, "last_plan", _last_plan, default=None),
             observed=reader.get(data, "observed", _observed, default=None),
@@ -377,7 +378,7 @@ def check_state(data: Any, path: object = "<state>") -> None:
         raise InputError("expected a JSON object", path=path)
     if data.get("format") != STATE_FORMAT:
         raise InputError(
-            f"unsupported format {data.get('format')!r} (expected {STATE_FORMAT})", path=path, field="format"
+            f"unsupported format {short(data.get('format'))} (expected {STATE_FORMAT})", path=path, field="format"
         )
     for key in _REQUIRED:
         if key not in data:
@@ -392,13 +393,13 @@ def check_state(data: Any, path: object = "<state>") -> None:
 
 def read_state(path: str | os.PathLike) -> StateDocument:
     path = Path(path)
-    return StateDocument.from_json(read_json(path), path)
+    return StateDocument.from_json(read_json(path, "state"), path)
 
 
 def write_state(state: StateDocument | Mapping[str, Any], path: str | os.PathLike) -> None:
     """Atomically, compact (large states are written at every round boundary)."""
     data = state.to_json() if isinstance(state, StateDocument) else state
-    write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n")
+    write_text_atomic(path, json.dumps(data, separators=(",", ":")) + "\n", replaces_input=True)  # updated in place
 
 
 # --------------------------------------------------------------------------- lock
@@ -620,6 +621,37 @@ def _cell(value: Any) -> CellKey:
     )
 
 
+def _bounded(limit: float, what: str, *, positive: bool = False) -> Callable[[Any], float]:
+    """A conversion: a number in [0, limit] (or (0, limit]), kept as written."""
+
+    def convert(value: Any) -> float:
+        number = _number(value)
+        if not 0 <= number <= limit or (positive and number == 0):
+            low = "above 0" if positive else "at least 0"
+            raise _Invalid(f"expected {what} {low} and at most {limit:g}, got {short(number)}")
+        return number
+
+    return convert
+
+
+_STEPS = _bounded(MAX_STEPS, "steps")
+_SECONDS = _bounded(MAX_TIME_S, "seconds")
+_TOTAL = _bounded(MAX_STEPS, "steps", positive=True)
+_ROUND = _bounded(MAX_TIME_S, "a round length in seconds", positive=True)
+_WEIGHT = _bounded(float("inf"), "a weight", positive=True)
+
+
+def _optional_seconds(value: Any) -> float | None:
+    return None if value is None else _SECONDS(value)
+
+
+def _finite_array(value: Any) -> np.ndarray:
+    array = np.array(value, dtype=float)
+    if not np.isfinite(array).all():
+        raise _Invalid("expected finite numbers (NaN or infinity found)")
+    return array
+
+
 def _finite(value: Any, where: str) -> float:
     number = _number(value)
     if not 0 <= number < float("inf"):
@@ -661,6 +693,11 @@ def _job_entry(rec: Any, reader: _Reader, row: int) -> JobEntry:
         command=v["command"],
     )
     progress = job.steps_done if v["progress"] is None else v["progress"]
+    for key, steps in (("steps_done", job.steps_done), ("progress", progress)):
+        if steps > job.total_steps * 1.01 + 1:  # the engine may end a step or a rounding past the total
+            raise reader.in_row(row).error(
+                key, f"{steps:g} steps, more than the job's total_steps ({job.total_steps:g}) (job {short(job.job_id)})"
+            )
     return JobEntry(job, v["status"], progress, v["finish_s"])
 
 
@@ -684,16 +721,16 @@ _JOB_FIELDS: tuple[Field, ...] = (
     ("model", _text, REQUIRED),
     ("batch_size", _optional_batch, None),
     ("scale_factor", int, REQUIRED),
-    ("total_steps", float, REQUIRED),
-    ("priority_weight", float, REQUIRED),
-    ("arrival_s", float, REQUIRED),
+    ("total_steps", lambda v: float(_TOTAL(v)), REQUIRED),
+    ("priority_weight", lambda v: float(_WEIGHT(v)), REQUIRED),
+    ("arrival_s", lambda v: float(_SECONDS(v)), REQUIRED),
     ("entity", _optional_text, None),
-    ("slo_s", _optional_number, None),
-    ("steps_done", float, 0.0),
+    ("slo_s", _optional_seconds, None),
+    ("steps_done", lambda v: float(_STEPS(v)), 0.0),
     ("command", _optional_text, None),
     ("status", _job_status, JobStatus.FINISHED),
-    ("progress", float, None),  # None: the job's steps_done
-    ("finish_s", _optional_number, None),
+    ("progress", lambda v: float(_STEPS(v)), None),  # None: the job's steps_done
+    ("finish_s", _optional_seconds, None),
 )
 
 
@@ -719,12 +756,16 @@ def _job_record(entry: JobEntry) -> dict[str, Any]:
 
 def _engine_entry(data: Mapping[str, Any], reader: _Reader) -> EngineEntry:
     return EngineEntry(
-        t=reader.get(data, "t", _optional_number),
+        t=reader.get(data, "t", _optional_seconds),
         need_update=reader.get(data, "need_update", bool),
         order=reader.get(data, "order", lambda v: [int(j) for j in v]),
-        finished=reader.get(data, "finished", int),
-        busy=reader.get(data, "busy", lambda v: {str(w): float(s) for w, s in v.items()}),
-        round_origin=reader.get(data, "round_origin", lambda v: None if v is None else float(_number(v)), default=None),
+        finished=reader.get(data, "finished", _count),
+        busy=reader.get(
+            data, "busy", lambda v: {str(w): float(_bounded(1e30, "GPU-seconds")(s)) for w, s in v.items()}
+        ),
+        round_origin=reader.get(
+            data, "round_origin", lambda v: None if v is None else float(_SECONDS(v)), default=None
+        ),
         shuffle=reader.get(data, "shuffle", _random_state),
         pending=reader.get(data, "pending", lambda v: [str(j) for j in v]),
         active=reader.get(data, "active", lambda v: [str(j) for j in v]),
@@ -768,7 +809,7 @@ def _vectors(m: int) -> Callable[[Any], dict[Key, np.ndarray]]:
         for key, vec in rows:
             if len(vec) != m:
                 raise _Invalid(f"entry {key} has {len(vec)} values for {m} worker types")
-            out[tuple(key)] = np.array(vec, dtype=float)
+            out[tuple(key)] = _finite_array(vec)
         return out
 
     return convert
@@ -783,9 +824,9 @@ def _placements(rows: Any) -> list[PlacementEntry]:
 
 def _mechanism_entry(data: Mapping[str, Any], m: int, reader: _Reader) -> MechanismEntry:
     return MechanismEntry(
-        round_s=reader.get(data, "round_s", float),
-        last_reset=reader.get(data, "last_reset", _optional_number),
-        worker_time=reader.get(data, "worker_time", lambda v: np.array(v, dtype=float)),
+        round_s=reader.get(data, "round_s", lambda v: float(_ROUND(v))),
+        last_reset=reader.get(data, "last_reset", _optional_seconds),
+        worker_time=reader.get(data, "worker_time", _finite_array),
         job_time=reader.get(data, "job_time", _vectors(m)),
         deficit=reader.get(data, "deficit", _vectors(m)),
         alloc=reader.get(data, "alloc", _vectors(m)),

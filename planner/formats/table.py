@@ -39,7 +39,7 @@ from planner.formats.fields import (
     parse_int,
     required_text,
 )
-from planner.formats.files import read_csv_records
+from planner.formats.files import read_bytes, read_csv_records
 
 if TYPE_CHECKING:  # pandas costs half a second to import; only the file readers and writers need it
     import pandas as pd
@@ -455,8 +455,6 @@ def table_problems(path: str | os.PathLike) -> tuple[list[TableRow], list[InputE
 
 def _raw_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
     """Column names and raw records of a CSV or Parquet table, without any checks."""
-    if not path.exists():
-        raise InputError("file not found", path=path)
     suffix = path.suffix.lower()
     if suffix not in (".csv", ".parquet", ".pq"):
         raise InputError(
@@ -464,22 +462,31 @@ def _raw_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
             path=path,
         )
     if suffix == ".csv":
-        return read_csv_records(path)
-    try:
-        return _parquet_records(path)
-    except Exception as exc:  # parser errors carry no row/field; name the file
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+        columns, records = read_csv_records(path, "table")
+    else:
+        data = read_bytes(path, "table")
+        try:
+            columns, records = _parquet_records(data)
+        except Exception as exc:  # parser errors carry no row/field; name the file
+            raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+        twice = sorted({c for c in columns if columns.count(c) > 1})
+        if twice:
+            raise InputError("column named twice", path=path, field=twice[0])
+    if not records:
+        raise InputError("no rows (a header only): a throughput table needs at least one measurement", path=path)
+    return columns, records
 
 
-def write_table(table: ThroughputTable, path: str | os.PathLike) -> None:
-    """Write atomically as CSV or Parquet (by suffix)."""
+def write_table(table: ThroughputTable, path: str | os.PathLike, *, replaces_input: bool = False) -> None:
+    """Write atomically as CSV or Parquet (by suffix); `replaces_input`: `path` is a table
+    this process read and now updates in place (see planner/formats/atomic.py)."""
     path = Path(path)
     frame = table.to_frame()
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        write_with(path, lambda tmp: frame.to_csv(tmp, index=False))
+        write_with(path, lambda tmp: frame.to_csv(tmp, index=False), replaces_input=replaces_input)
     elif suffix in (".parquet", ".pq"):
-        write_with(path, lambda tmp: frame.to_parquet(tmp, index=False))
+        write_with(path, lambda tmp: frame.to_parquet(tmp, index=False), replaces_input=replaces_input)
     else:
         raise InputError("unsupported table format (use .csv or .parquet)", path=path)
 
@@ -524,22 +531,23 @@ def append_rows(path: str | os.PathLike, new_rows: Iterable[Mapping[str, Any]]) 
         parsed = _parse_row(raw, path=f"{path} (new rows)", row=index)
         existing[row_key(parsed)] = parsed
     table = ThroughputTable(list(existing.values()), path=path)
-    write_table(table, path)
+    write_table(table, path, replaces_input=True)  # the profiler's table grows in place
     return table
 
 
 def _read_rows_unchecked(path: Path) -> list[TableRow]:
     """Rows parsed one by one, without cross-row checks (for appending)."""
     if path.suffix.lower() == ".csv":
-        records = read_csv_records(path)[1]
+        records = read_csv_records(path, "table")[1]
     else:
-        records = _parquet_records(path)[1]
+        records = _parquet_records(read_bytes(path, "table"))[1]
     return [_parse_row(rec, path=path, row=i) for i, rec in enumerate(records, start=1)]
 
 
-def _parquet_records(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+def _parquet_records(data: bytes) -> tuple[list[str], list[dict[str, Any]]]:
     # pyarrow keeps null (missing) and NaN (a bad value) apart; pandas would not.
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    arrow = pq.read_table(path)
+    arrow = pq.read_table(pa.BufferReader(data))
     return list(arrow.column_names), arrow.to_pylist()

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster
-from planner.formats.fields import TRACE, Where, check_range, parse_float, parse_int
+from planner.formats.fields import TRACE, Where, check_range, parse_float, parse_int, short
 from planner.formats.files import read_text
 from planner.formats.jobs import Job, check_steps, read_jobs
 from planner.formats.table import JobType, ThroughputTable, split_model_label
@@ -126,7 +126,7 @@ def _trace_job(
     model, batch = split_model_label(line.label)
     job_type = JobType(model, batch, scale)
     if job_type not in known:
-        raise at.error("model", f"job type {job_type.label!r} is not in the throughput table {table.path}")
+        raise at.error("model", f"job type {short(job_type.label)} is not in the throughput table {table.path}")
     slo_s = None
     if line.slo > 0:  # a multiplier of the job's run time on the reference type (Gavel: of its duration)
         rate = table.solo(default_reference_type(table, cluster), job_type)
@@ -149,7 +149,7 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
     decrease, as Gavel asserts.
     """
     path = Path(path)
-    text = read_text(path)
+    text = read_text(path, "trace")
     known = frozenset(table.job_types)
     biggest = None if cluster is None else max(w.gpus for w in cluster.worker_types.values())
     jobs: list[Job] = []

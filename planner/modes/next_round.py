@@ -50,6 +50,7 @@ from planner.modes.plan import build_schedule, check_csv_pair
 from planner.modes.state import (
     Progress,
     apply_progress,
+    changed_inputs,
     put_back_unreported,
     restore_engine,
     state_document,
@@ -127,6 +128,7 @@ def next_round(
             session = _resumed(decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path)
             session.book, session.decision = book, decision
             session.warnings += learnt
+            session.warnings += changed_inputs(document.inputs, inputs, state_path)
             session.launch = document.launch
             _retry(session, document, retry, state_path)
             before = document.observed.applied if document.observed is not None else {}
@@ -283,7 +285,15 @@ def _merge_progress(
             path=path,
             field="round",
         )
-    notes = apply_progress(engine, progress, cluster=cluster, cancelled=session.cancelled, path=path)
+    notes = apply_progress(
+        engine,
+        progress,
+        cluster=cluster,
+        cancelled=session.cancelled,
+        path=path,
+        last_plan=session.last_plan,
+        warnings=session.warnings,
+    )
     if session.last_plan is not None:
         session.warnings += put_back_unreported(
             engine, progress, session.last_plan, cancelled=session.cancelled, path=path

@@ -18,7 +18,8 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
-from planner.formats.files import read_json
+from planner.formats.fields import short
+from planner.formats.files import file_digest, read_json
 from planner.formats.jobs import Job
 from planner.formats.progress import (
     PROGRESS_FORMAT,
@@ -58,6 +59,7 @@ __all__ = [
     "StateDocument",
     "Unencodable",
     "apply_progress",
+    "changed_inputs",
     "check_state",
     "config_from_state",
     "decode",
@@ -79,7 +81,7 @@ def read_state(path: str | os.PathLike) -> dict[str, Any]:
     """The state file's JSON after the format check (next_round reads the rest, naming
     this file in its errors)."""
     path = Path(path)
-    data = read_json(path)
+    data = read_json(path, "state")
     check_state(data, path)
     return data
 
@@ -197,7 +199,7 @@ def engine_snapshot(
         job = entry.job
         if not any(table.has(w, job.job_type) for w in cluster.names):
             raise InputError(
-                f"job {job.job_id!r}: job type {job.job_type.label!r} is not in the table {table.path}",
+                f"job {short(job.job_id)}: job type {short(job.job_type.label)} is not in the table {table.path}",
                 path=path,
                 row=row,
                 field="jobs",
@@ -235,7 +237,9 @@ def _solve(entry: SolveEntry, path: object) -> Solve:
     try:
         status = Status(entry.status)
     except ValueError:
-        raise InputError(f"unknown allocation status {entry.status!r}", path=path, field="last_solve.status") from None
+        raise InputError(
+            f"unknown allocation status {short(entry.status)}", path=path, field="last_solve.status"
+        ) from None
     allocation = Allocation(
         entry.x,
         objective=entry.objective,
@@ -282,8 +286,27 @@ def restore_engine(
 # --------------------------------------------------------------------------- merging progress
 
 
+# Plausibility of a report against the plan it reports on (docs: README "Input rules"): a job may
+# report up to PLAN_TOLERANCE times the steps planned for it (more if the round boundary came
+# later than planned, in proportion) plus a slack of max(SLACK_STEPS, SLACK_FRACTION of its
+# total); beyond that the report is refused. An unfinished job above WARN_TOLERANCE times the
+# plan is a warning (a job that finished early is news, not a doubt: its note says so). Observed
+# rates of estimated table cells can differ from the table several times over, hence 8x.
+PLAN_TOLERANCE = 8.0
+WARN_TOLERANCE = 1.5
+SLACK_STEPS = 10.0
+SLACK_FRACTION = 0.01
+
+
 def apply_progress(
-    engine: Engine, progress: Progress, *, cluster: Cluster, cancelled: set[str], path: object = "<progress>"
+    engine: Engine,
+    progress: Progress,
+    *,
+    cluster: Cluster,
+    cancelled: set[str],
+    path: object = "<progress>",
+    last_plan: LastPlan | None = None,
+    warnings: list[str] | None = None,
 ) -> list[str]:
     """Fold what the launcher reported into the engine; returns one note per change.
 
@@ -292,22 +315,30 @@ def apply_progress(
     its total runs again; a job reported finished or cancelled leaves at once.
     Faithful reports (the planned steps) change nothing. `cancelled` grows by the
     jobs cancelled now.
+
+    With `last_plan` (what the call that wrote the state planned), a report far above
+    the planned steps is an InputError naming the job (see PLAN_TOLERANCE), a report
+    somewhat above them a warning (appended to `warnings`); steps above a job's total
+    are counted as its total, with a warning.
     """
+    warned = warnings if warnings is not None else []
+    stretch = _time_stretch(engine, progress.time_s, last_plan)
     notes = _move_clock(engine, progress.time_s, path)
     waiting = {j.job_id for j in engine.pending}
     for jid, report in progress.jobs.items():
         if jid not in engine.outcomes:
             raise InputError(
-                f"unknown job {jid!r} (new jobs go under new_jobs or into the job list)", path=path, field="job_id"
+                f"unknown job {short(jid)} (new jobs go under new_jobs or into the job list)", path=path, field="job_id"
             )
         if jid in cancelled:
             continue
+        report = _plausible(engine, jid, report, last_plan, stretch, path, warned)
         notes += _fold_report(engine, jid, report, waiting)
         if report.gpus and jid in engine.active:
             engine.move_lease(jid, _reported_type(jid, report.gpus, cluster, path), report.gpus)
     for jid in progress.cancelled:
         if jid not in engine.outcomes:
-            raise InputError(f"unknown job {jid!r}", path=path, field="cancelled")
+            raise InputError(f"unknown job {short(jid)}", path=path, field="cancelled")
         if jid in cancelled:
             continue
         engine.withdraw(jid, finish_s=None)
@@ -315,6 +346,80 @@ def apply_progress(
         cancelled.add(jid)
         notes.append(f"{jid}: cancelled")
     return notes
+
+
+def changed_inputs(saved: Any, inputs: Any, path: object = "<state>") -> list[str]:
+    """One warning per input (table, cluster) whose bytes differ from the digest the state
+    recorded when it was planned. A warning, not an error: a re-profiled table or a cluster
+    with other nodes is a legitimate change between rounds, but the user should know the
+    plan continues from a state made with other inputs."""
+    warnings: list[str] = []
+    if not isinstance(saved, dict) or not inputs:
+        return warnings
+    for name in ("table", "cluster"):
+        entry, now = saved.get(name), inputs.get(name)
+        recorded = entry.get("digest") if isinstance(entry, dict) else None
+        if not isinstance(recorded, str) or now is None:
+            continue
+        try:
+            current = file_digest(now)
+        except (InputError, OSError):
+            continue  # reading it for planning reports the problem
+        if current != recorded:
+            warnings.append(
+                f"{path}: the {name} {now} changed since the state was planned (its sha256 differs from "
+                f"inputs.{name}.digest); planning with it as it is now"
+            )
+    return warnings
+
+
+def _time_stretch(engine: Engine, time_s: float | None, last_plan: LastPlan | None) -> float:
+    """How much longer than planned the reported rounds lasted (1: as planned or shorter)."""
+    if last_plan is None or time_s is None or engine.t is None or last_plan.rounds <= 0:
+        return 1.0
+    window = last_plan.rounds * engine.config.round_s
+    if window <= 0 or time_s <= engine.t:
+        return 1.0
+    return (time_s - (engine.t - window)) / window
+
+
+def _plausible(
+    engine: Engine,
+    jid: str,
+    report: JobProgress,
+    last_plan: LastPlan | None,
+    stretch: float,
+    path: object,
+    warnings: list[str],
+) -> JobProgress:
+    """`report`, checked against the last plan and the job's total (see apply_progress)."""
+    steps = report.steps_done
+    if steps is None:
+        return report
+    out = engine.outcomes[jid]
+    total = out.job.total_steps
+    if last_plan is not None:
+        before = last_plan.jobs.get(jid, out.steps_done)
+        planned = max(0.0, out.steps_done - before)
+        slack = max(SLACK_STEPS, SLACK_FRACTION * total)
+        limit = before + PLAN_TOLERANCE * planned * stretch + slack
+        if steps > limit:
+            raise InputError(
+                f"job {short(jid)} reports {steps:g} steps done, but it had {before:g} before the reported rounds and "
+                f"{planned:g} more were planned (at most {limit:g} is plausible: {PLAN_TOLERANCE:g}x the plan plus "
+                f"{slack:g}); a report of another job, or a counter in other units?",
+                path=path,
+                field="steps_done",
+            )
+        if not report.finished and steps < total and steps > before + WARN_TOLERANCE * planned * stretch + slack:
+            warnings.append(
+                f"{jid}: reports {steps - before:g} steps in the reported rounds, {planned:g} were planned "
+                f"(more than {WARN_TOLERANCE:g}x); check its throughput or its report"
+            )
+    if steps > total:
+        warnings.append(f"{jid}: reports {steps:g} steps done, more than its total {total:g}; counted as {total:g}")
+        return dataclasses.replace(report, steps_done=total)
+    return report
 
 
 def put_back_unreported(
@@ -391,7 +496,7 @@ def _reported_type(jid: str, gpus: tuple[Gpu, ...], cluster: Cluster, path: obje
     bad = [n for n, g in gpus if n not in node_type or not 0 <= g < cluster.worker_types[node_type[n]].gpus_per_node]
     if bad or len(types) != 1:
         raise InputError(
-            f"job {jid!r}: reported GPUs are not on one worker type of the cluster "
+            f"job {short(jid)}: reported GPUs are not on one worker type of the cluster "
             f"({', '.join(f'{n}:{g}' for n, g in gpus)})",
             path=path,
             field="gpus",
@@ -408,7 +513,7 @@ def submit_new(engine: Engine, jobs: Iterable[Job], *, strict: bool, path: objec
     for job in jobs:
         if job.job_id in engine.outcomes:
             if strict:
-                raise InputError(f"job id {job.job_id!r} is already known", path=path, field="job_id")
+                raise InputError(f"job id {short(job.job_id)} is already known", path=path, field="job_id")
             continue
         if now is not None and job.arrival_s < now:
             job = dataclasses.replace(job, arrival_s=now)
