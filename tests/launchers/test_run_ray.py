@@ -25,6 +25,9 @@ CLUSTER = """worker_types:
 """
 
 
+HEALTHY = ("one", "two", "three")
+
+
 def _env() -> dict[str, str]:
     path = os.pathsep.join(filter(None, [str(DATA.parent), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
@@ -94,7 +97,7 @@ def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
     run = start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster, "--max-failures", "2"))
     try:
         start = run.wait_event(
-            lambda e: e["event"] == "job_start" and "t4-0" in e["nodes"] and e["job_id"] != "crash", 180, "a t4 job"
+            lambda e: e["event"] == "job_start" and "t4-0" in e["nodes"] and e["job_id"] in HEALTHY, 180, "a t4 job"
         )
         lost_job = start["job_id"]
         wait_for(
@@ -109,7 +112,7 @@ def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
     assert status == 1, run.output()
     ends = [e for e in events if e["event"] == "job_end" and e["job_id"] == lost_job and e["round"] == start["round"]]
     assert [e["state"] for e in ends] == ["lost"], ends
-    assert not [e for e in events if e["event"] == "job_failed" and e["job_id"] == lost_job]
+    assert not [e for e in events if e["event"] == "job_failed" and e["job_id"] == lost_job]  # a healthy job
     assert any(e["event"] == "node_lost" and e["node"] == "t4-0" for e in events)
     later = [e for e in events if e["event"] == "job_start" and e["round"] > start["round"]]
     assert later and not [e for e in later if "t4-0" in e["nodes"]]
@@ -120,12 +123,13 @@ def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
     saved = state_jobs(run.state)
     assert saved["crash"]["status"] == saved["stubborn"]["status"] == "failed"
     stubborn = [e["state"] for e in events if e["event"] == "job_end" and e["job_id"] == "stubborn"]
-    assert stubborn[:2] == ["killed", "killed"] or "lost" in stubborn, stubborn
+    # killed at each round's end until given up (a round lost with its node is not held against it)
+    assert stubborn.count("killed") == 2 and set(stubborn) <= {"killed", "lost"}, stubborn
     logs = run.work / "launch" / "logs"  # one log per job across rounds
     assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{j}.log" for j in saved)
     rounds = {e["round"] for e in events if e["event"] == "job_start" and e["job_id"] == "three"}
     assert (logs / "three.log").read_text().count("fake_train start job=three") == len(rounds)
-    for jid in ("one", "two", "three"):
+    for jid in HEALTHY:
         assert saved[jid]["status"] == "finished", saved[jid]
         assert saved[jid]["progress"] == int(checkpoint_steps(fake, jid))
 
