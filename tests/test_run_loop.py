@@ -336,3 +336,26 @@ def test_a_planned_round_not_launched_is_launched_by_the_next_run_unless_its_nod
     first = fake.rounds[0]["rounds"][0]
     assert sorted(nodes)[0] not in {g["node"] for a in first["assignments"] for g in a["gpus"]}
     assert any(e["event"] == "resume" and "no longer usable" in e["what"] for e in _events(tmp_path))
+
+
+def test_the_live_panel_shows_the_round_the_jobs_the_utilisation_and_what_comes_next(tmp_path):
+    from rich.console import Console
+
+    from planner.launch.view import RunView
+
+    loop, fake = _loop(tmp_path, {"crash": "crash"}, max_failures=1)
+    loop.config.export_options["grace_s"] = 60
+    console = Console(record=True, width=100)
+    shown = []
+
+    def look(schedule):
+        loop.running = {**loop.running}  # what run_round set before launching
+        console.print(RunView(console, live=False).panel(loop))
+        shown.append(console.export_text())
+
+    fake.on_launch = look
+    loop.run()
+    first = shown[0]
+    assert "round 0: 3 job(s)" in first and "SIGTERM (checkpoint) at" in first and "round ends at" in first
+    assert "planned utilisation" in first and "a100" in first
+    assert "active" in first and "failed" in first

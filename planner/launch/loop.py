@@ -374,7 +374,9 @@ class RunLoop:
         self.entry.launched_round, self.entry.launched_at = index, started
         self._write_launch_entry()
         round_s = float(self.schedule["round_s"])
-        self.running = {"index": index, "started": started, "round_s": round_s, "jobs": jobs}
+        grace = self.config.export_options.get("grace_s")
+        grace_s = None if grace is None else min(float(grace), round_s / 2)
+        self.running = {"index": index, "started": started, "round_s": round_s, "grace_s": grace_s, "jobs": jobs}
         self.events.emit("round_start", round=index, jobs=jobs, round_s=round_s)
         if rnd["assignments"]:
             result, interrupted = self._drive(rnd, started, round_s)

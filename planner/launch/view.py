@@ -31,6 +31,10 @@ SHOWN = {
 }
 
 
+def _clock(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(at))
+
+
 def event_line(record: dict[str, Any]) -> str:
     """One event as a short line of text (user strings printed literally, never as markup)."""
     kind = record["event"]
@@ -80,8 +84,15 @@ class RunView:
         rows: list[Any] = []
         running = loop.running
         if running:
-            left = running["started"] + running["round_s"] - time.time()
+            end = running["started"] + running["round_s"]
+            left = end - time.time()
             rows.append(Text(f"round {running['index']}: {len(running['jobs'])} job(s), {max(0.0, left):.0f} s left"))
+            grace = running.get("grace_s")
+            upcoming = [] if grace is None else [("SIGTERM (checkpoint)", end - grace)]
+            upcoming.append(("round ends", end))
+            rows.append(
+                Text("next: " + ", ".join(f"{what} at {_clock(at)}" for what, at in upcoming if at >= time.time()))
+            )
         doc = loop.document
         if doc is not None:
             counts: dict[str, int] = {}
