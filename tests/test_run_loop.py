@@ -39,6 +39,7 @@ class FakeLauncher:
         self.rounds: list[dict] = []  # the schedules launched
         self.steps: dict[str, float] = {}
         self.on_launch = None
+        self.refuse: str | None = None  # the launcher refuses every round with this error
 
     def cluster_state(self, cluster):
         nodes = {
@@ -57,6 +58,9 @@ class FakeLauncher:
             self.on_launch(schedule)
         rnd = schedule["rounds"][0]
         result = RoundResult(rnd["index"], round_start, round_start + 0.01)
+        if self.refuse:
+            result.error = self.refuse
+            return result
         for a in rnd["assignments"]:
             for jid in a["jobs"]:
                 kind = self.behaviour.get(jid, "ok")
@@ -359,3 +363,14 @@ def test_the_live_panel_shows_the_round_the_jobs_the_utilisation_and_what_comes_
     assert "round 0: 3 job(s)" in first and "SIGTERM (checkpoint) at" in first and "round ends at" in first
     assert "planned utilisation" in first and "a100" in first
     assert "active" in first and "failed" in first
+
+
+def test_a_launcher_that_refuses_every_round_stops_the_loop_with_its_error(tmp_path):
+    loop, fake = _loop(tmp_path, {})
+    fake.refuse = "sbatch: error: invalid partition specified: gpu-typo"
+    with pytest.raises(InputError, match="ran no job in 3 rounds in a row.*invalid partition"):
+        loop.run()
+    assert len(fake.rounds) == 3
+    state = json.loads((tmp_path / "state.json").read_text())
+    # nobody was credited a step (the steps before the last planned round) nor charged a failure
+    assert set(state["last_plan"]["jobs"].values()) == {0} and not state["launch"]["failures"]

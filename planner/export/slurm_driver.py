@@ -238,6 +238,7 @@ class Round:
         left, deadline = list(self.ids), time.time() + 15
         while left and time.time() < deadline:
             left = self.wait(left, deadline)
+        self.left = []
         self.ended_at = time.time()
 
     def outcome(self, slurm_id: str, state: dict) -> str:

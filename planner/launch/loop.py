@@ -42,6 +42,7 @@ from planner.modes.plan import schedule_files
 from planner.modes.state import read_state
 
 OUTCOME_FORMAT = "rota.run-round/v1"
+MAX_LAUNCH_ERRORS = 3  # rounds in a row the launcher refused outright before the loop stops
 POLL_S = 1.0  # how often the loop looks up from a running round (the live view, a second Ctrl-C)
 
 
@@ -192,6 +193,7 @@ class RunLoop:
         self.last_plan: NextRound | None = None
         self.overhead: dict[str, float] = {}  # this round's loop cost by phase (seconds)
         self.usable: Cluster | None = None  # the cluster as planned on last (usable nodes only)
+        self.launch_errors = 0  # rounds in a row in which the launcher ran no job, with an error
 
     # ------------------------------------------------------------------ set-up
 
@@ -447,12 +449,29 @@ class RunLoop:
             )
         outcome = Outcome(index, float(rnd["start_s"]), result, reports.jobs, interrupted)
         write_text_atomic(self.config.outcome_file(index), json.dumps(outcome.to_json(), indent=1) + "\n")
+        self._check_launcher(result)
         seconds = round(result.ended_at - result.started_at, 2)
         # The loop's own cost this round (plan + export + launch + collect), not the jobs' time.
         loop_s = {k: round(v, 4) for k, v in self.overhead.items()}
         self.events.emit("round_end", round=index, seconds=seconds, error=result.error, loop_s=loop_s)
         self.pending, self.schedule, self.running = outcome, None, {}
         self.launched += 1
+
+    def _check_launcher(self, result: RoundResult) -> None:
+        """A launcher that refuses round after round (sbatch rejects an option, the API server is
+        unreachable) must not spin the loop through empty rounds: after MAX_LAUNCH_ERRORS in a row
+        in which no job ran, stop with its error."""
+        ran = any(r.state not in (JobState.NOT_RUN, JobState.CANCELLED) for r in result.jobs.values())
+        if result.error is None or ran:
+            self.launch_errors = 0
+            return
+        self.launch_errors += 1
+        self.events.emit("warning", text=f"round {result.index}: the launcher ran no job: {result.error}")
+        if self.launch_errors >= MAX_LAUNCH_ERRORS:
+            raise InputError(
+                f"the launcher ran no job in {self.launch_errors} rounds in a row; the last error: {result.error}",
+                field=self.launcher.name,
+            )
 
     def _write_launch_entry(self) -> None:
         """The state with this launch noted, before anything starts: a run that dies now is

@@ -17,7 +17,7 @@ from typing import Any
 from planner.errors import InputError
 from planner.export.common import ExportContext
 from planner.export.slurm import ROUNDS_FILE, export_slurm
-from planner.export.slurm_driver import Round, run_tool
+from planner.export.slurm_driver import Round, SubmitError, run_tool
 from planner.formats.cluster import Cluster
 from planner.launch.adapter import ClusterState, JobResult, JobState, NodeState, RoundResult
 
@@ -129,7 +129,10 @@ class SlurmLauncher:
 
     def launch(self, prepared: Prepared, round_start: float) -> Round:
         handle = Round(prepared.spec, prepared.round_s, prepared.grace_s, cwd=str(prepared.cwd))
-        handle.start(round_start)
+        try:
+            handle.start(round_start)
+        except SubmitError as exc:  # sbatch refused a script: the round's submitted jobs are cancelled
+            handle.abort(str(exc))
         return handle
 
     def wait(self, handle: Round, until: float) -> bool:
