@@ -230,3 +230,23 @@ def test_the_reference_trainer_under_rota_run(slurm, tmp_path):
     starts = [e for e in run.events() if e["event"] == "job_start" and e["job_id"] == "ref-a"]
     assert len(starts) >= 2, "finished within a round: nothing was resumed"
     assert "resumed from step" in log
+
+
+def test_a_launcher_that_refuses_every_round_stops_the_run(slurm, tmp_path):
+    """sbatch refuses every script (no such partition): no traceback, no spinning through empty
+    rounds; after three refused rounds the run stops with Slurm's error and exit status 2."""
+    env = environment(slurm.env())
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    jobs = job_list(tmp_path / "jobs.csv", fake, {"one": ("ResNet-18,64,1", 2500, "")})
+    run = start_run(tmp_path, "slurm", env, *common_args(jobs, 20, 6, "--partition", "no-such-partition"))
+    try:
+        status = run.finish(120)
+    finally:
+        if run.proc.poll() is None:
+            run.proc.kill()
+    output = run.output()
+    assert status == 2, output
+    assert "error:" in output and "ran no job in 3 rounds in a row" in output and "Traceback" not in output
+    assert "partition" in output.lower()
+    assert not [e for e in _fake_log(fake) if e["event"] == "start"]
