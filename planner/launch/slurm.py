@@ -118,7 +118,9 @@ class SlurmLauncher:
     def cluster_state(self, cluster: Cluster) -> ClusterState:
         out = run_tool(["scontrol", "show", "node", "-o"])
         if out.returncode != 0:
-            raise InputError(f"scontrol show node failed: {(out.stderr or out.stdout).strip()[:200]}", field="slurm")
+            lines = [line.strip() for line in (out.stderr or out.stdout).splitlines() if line.strip()]
+            last = lines[-1][:200] if lines else f"exit status {out.returncode}"
+            raise InputError(f"cannot read Slurm's node states (scontrol show node): {last}; is Slurm reachable here?")
         return cluster_state_from(out.stdout, cluster)
 
     def prepare(self, context: ExportContext, out_dir: Path, options: dict[str, Any]) -> Prepared:
