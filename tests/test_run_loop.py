@@ -374,3 +374,25 @@ def test_a_launcher_that_refuses_every_round_stops_the_loop_with_its_error(tmp_p
     state = json.loads((tmp_path / "state.json").read_text())
     # nobody was credited a step (the steps before the last planned round) nor charged a failure
     assert set(state["last_plan"]["jobs"].values()) == {0} and not state["launch"]["failures"]
+
+
+def test_rows_added_to_the_job_list_while_the_loop_runs_are_new_jobs(tmp_path):
+    loop, fake = _loop(tmp_path, {}, rows={"a": ("ResNet-18,64,1", 40000)})
+    jobs = tmp_path / "jobs.csv"
+    launched = []
+
+    def submit(schedule):
+        launched.append(schedule)
+        if len(launched) == 1:
+            with jobs.open("a") as handle:
+                handle.write('late,LM,20,1,3000,train late\nbroken,"unclosed\n')
+        elif len(launched) == 2:
+            jobs.write_text(jobs.read_text().replace('broken,"unclosed\n', ""))
+
+    fake.on_launch = submit
+    assert loop.run().status == 0
+    events = _events(tmp_path)
+    assert any(e["event"] == "warning" and "cannot be read" in e["text"] for e in events)
+    assert [e["job_ids"] for e in events if e["event"] == "jobs_added"] == [["late"]]
+    assert _status(tmp_path) == {"a": "finished", "late": "finished"}
+    assert any("late" in s["jobs"] for s in fake.rounds)

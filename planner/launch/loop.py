@@ -73,6 +73,17 @@ class RunConfig:
         return self.work_dir / "reports" / f"{round_dir(index)}.json"
 
 
+def _stamp(path: Path | None) -> tuple[int, int, int] | None:
+    """What tells a changed file: size, modification time and inode (a replaced file)."""
+    if path is None:
+        return None
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_size, info.st_mtime_ns, info.st_ino)
+
+
 class StopRequest:
     """The first SIGINT/SIGTERM: stop after this round; the second: now."""
 
@@ -184,6 +195,7 @@ class RunLoop:
         self.jobs: list[Job] | None = (
             read_jobs(config.jobs, table=self.table, cluster=self.cluster) if config.jobs is not None else None
         )
+        self.jobs_stamp = _stamp(config.jobs)
         self.document: StateDocument | None = None
         self.entry = LaunchEntry(launcher=launcher.name)
         self.schedule: dict[str, Any] | None = None  # the round planned and not yet launched
@@ -289,6 +301,7 @@ class RunLoop:
             self.events.emit("node_back", node=node)
         self.entry.unusable = unusable
         self.usable = usable_cluster(self.cluster, state)
+        self._reread_jobs()
         progress, give_up = self._fold()
         inputs = {"table": self.config.table, "cluster": self.config.cluster}
         if self.config.jobs is not None:
@@ -340,6 +353,28 @@ class RunLoop:
         )
         self.overhead = {"plan_s": time.perf_counter() - began}
         return bool(rounds)
+
+    def _reread_jobs(self) -> None:
+        """New rows in the job list are new jobs: the list is read again when it changed, so a
+        running loop takes submissions. A list that no longer reads keeps the last good one."""
+        path = self.config.jobs
+        stamp = _stamp(path)
+        if path is None or stamp == self.jobs_stamp:
+            return
+        self.jobs_stamp = stamp
+        try:
+            jobs = read_jobs(path, table=self.table, cluster=self.cluster)
+            for job in jobs:
+                if not job.command and self.config.default_command is None:
+                    raise InputError(f"job {job.job_id!r} has no command", path=path, field="command")
+        except InputError as exc:
+            self.events.emit("warning", text=f"the job list changed but cannot be read; keeping the last one: {exc}")
+            return
+        known = {j.job_id for j in self.jobs or ()}
+        added = [j.job_id for j in jobs if j.job_id not in known]
+        if added:
+            self.events.emit("jobs_added", job_ids=added, path=str(path))
+        self.jobs = jobs
 
     def _fold(self) -> tuple[Progress | None, dict[str, str]]:
         outcome = self.pending
