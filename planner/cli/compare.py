@@ -11,6 +11,7 @@ from rich import box
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, check_method, out, progress_bar, styled
+from planner.cli.simulate import finite, seed_option
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -33,9 +34,9 @@ def compare_command(
         "plus packed LAS when the table has co-location rows).",
     ),
     objective: str = typer.Option("jct", "--objective", help="What the recommendation minimises: jct, makespan, cost."),
-    seed: int = typer.Option(0, "--seed", help="Seed for randomised policies."),
+    seed: int = seed_option("Seed for randomised policies."),
     round_s: float = typer.Option(
-        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length in seconds."
+        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, callback=finite, help="Round length in seconds."
     ),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's quirks (see 'rota simulate --help')."),
@@ -52,10 +53,11 @@ def compare_command(
     Example: rota compare --jobs data/jobs.csv --cluster data/cluster.yaml --table data/throughputs.csv
     """
     check_method(method)
+    named = _policies(policies) if policies is not None else None
     thr = load_table(table)
     spec = load_cluster(cluster)
     job_list = read_trace(jobs, thr, spec)
-    chosen = [p.strip() for p in policies.split(",") if p.strip()] if policies else default_policies(thr)
+    chosen = named if named is not None else default_policies(thr)
     with progress_bar("[bold]compare[/]", "policies {task.fields[last]}", hidden=as_json) as bar:
         task = bar.add_task("compare", total=len(chosen), last="")
         result = compare_policies(
@@ -82,6 +84,22 @@ def compare_command(
     for path in (out_path, plot):
         if path is not None:
             out.print(f"wrote {path}")
+
+
+MAX_POLICIES = 100  # --policies: each is one whole simulation of the job list
+
+
+def _policies(text: str) -> list[str]:
+    """--policies as a list: not empty, no name twice, at most MAX_POLICIES."""
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise InputError("the list is empty: give at least one policy", field="--policies")
+    if len(names) > MAX_POLICIES:
+        raise InputError(f"{len(names)} policies; at most {MAX_POLICIES}", field="--policies")
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:
+        raise InputError(f"{twice!r} is given twice", field="--policies")
+    return names
 
 
 def _objective(text: str):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.markup import escape
@@ -16,17 +17,39 @@ from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
 from planner.formats.trace import read_trace, write_trace
-from planner.modes.generator import GeneratorConfig, JobGenerator
+from planner.modes.generator import (
+    MAX_JOBS,
+    MAX_RATE_PER_HOUR,
+    MAX_SEED,
+    GeneratorConfig,
+    JobGenerator,
+    check_rate,
+)
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.modes.sweep import write_job_csv
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
+
+
+def finite(value: float | None) -> float | None:
+    """Typer callback for float options: NaN and infinity are refused (a range check lets NaN pass)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def seed_option(help: str) -> Any:
+    """A --seed option: 0 to 2^32 - 1 (a negative seed crashed numpy's generators)."""
+    return typer.Option(0, "--seed", min=0, max=MAX_SEED, help=help)
+
 
 # Shared with `rota plan`, `compare` and `sweep`; see docs/simulation.md, "Preemption cost".
 RESTART_COST_OPTION = typer.Option(
     None,
     "--restart-cost",
     min=0.0,
+    max=MAX_ROUND_S,
+    callback=finite,
     help="Seconds every (re)start of a job on new GPUs costs, overriding the table's "
     "startup/checkpoint columns and the cluster's restart_s (default: those, else 0).",
 )
@@ -46,7 +69,13 @@ def parse_window(text: Optional[str]) -> tuple[int, int] | None:
         raise InputError(f"expected START:END job indices like 4000:5000, got {text!r}", field="--window") from None
     if not 0 <= start < end:
         raise InputError(f"window must satisfy 0 <= START < END, got {text!r}", field="--window")
+    if end > MAX_JOBS:
+        raise InputError(f"window END must be at most {MAX_JOBS} jobs, got {text!r}", field="--window")
     return start, end
+
+
+def rate_option(help: str) -> Any:
+    return typer.Option(0.0, "--rate", min=0.0, max=MAX_RATE_PER_HOUR, callback=finite, help=help)
 
 
 def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_type, fixed_duration_h):
@@ -66,11 +95,9 @@ def _generator(table, *, seed, rate, multi_gpu, multi_priority, slos, reference_
 def trace_generate_command(
     table: Path = typer.Option(..., "--table", "-t", help="Throughput table (.csv/.parquet) or Gavel's JSON."),
     out_path: Path = typer.Option(..., "--out", "-o", help="Trace to write: .trace (Gavel), .csv or .json (rota)."),
-    num_jobs: int = typer.Option(..., "--num-jobs", "-n", min=1, help="Number of jobs to generate."),
-    rate: float = typer.Option(
-        0.0, "--rate", min=0.0, help="Poisson arrivals, jobs per hour; 0: static trace (all jobs at t = 0)."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Gavel Scheduler seed (job stream seed+2, arrivals seed+3)."),
+    num_jobs: int = typer.Option(..., "--num-jobs", "-n", min=1, max=MAX_JOBS, help="Number of jobs to generate."),
+    rate: float = rate_option("Poisson arrivals, jobs per hour; 0: static trace (all jobs at t = 0)."),
+    seed: int = seed_option("Gavel Scheduler seed (job stream seed+2, arrivals seed+3)."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Draw scale factors 1/2/4/8 (70/10/15/5 %)."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get priority weight 5."),
     slos: bool = typer.Option(False, "--slos", help="Give each job a deadline: 1.2x, 2x or 10x its duration."),
@@ -78,7 +105,12 @@ def trace_generate_command(
         None, "--reference-type", help="Worker type durations refer to (default v100)."
     ),
     fixed_duration_h: Optional[float] = typer.Option(
-        None, "--duration-h", min=0.0, max=MAX_DURATION_H, help="Fixed duration in hours instead of Philly-like draws."
+        None,
+        "--duration-h",
+        min=0.0,
+        max=MAX_DURATION_H,
+        callback=finite,
+        help="Fixed duration in hours instead of Philly-like draws.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ):
@@ -88,6 +120,7 @@ def trace_generate_command(
     --rate 2.0 --multi-gpu --seed 0 --out jobs.trace
     """
 
+    check_rate(rate, field="--rate")
     thr = load_table(table)
     gen = _generator(
         thr,
@@ -141,9 +174,9 @@ def simulate_command(
         None, "--trace", help="Replay a Gavel .trace or a rota job list (.csv/.json)."
     ),
     num_jobs: Optional[int] = typer.Option(
-        None, "--num-jobs", "-n", min=1, help="Generate this many jobs (with --rate 0: a static trace)."
+        None, "--num-jobs", "-n", min=1, max=MAX_JOBS, help="Generate this many jobs (with --rate 0: a static trace)."
     ),
-    rate: float = typer.Option(0.0, "--rate", min=0.0, help="Generated arrivals, jobs per hour (0: all at t = 0)."),
+    rate: float = rate_option("Generated arrivals, jobs per hour (0: all at t = 0)."),
     window: Optional[str] = typer.Option(
         None,
         "--window",
@@ -151,11 +184,16 @@ def simulate_command(
         help="Measure jobs START:END (arrival order), e.g. 4000:5000; "
         "an endless generated trace stops when they are done.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Gavel Scheduler seed: jobs, arrivals, shuffles, random policies."),
+    seed: int = seed_option("Gavel Scheduler seed: jobs, arrivals, shuffles, random policies."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of generated jobs get weight 5."),
     round_s: float = typer.Option(
-        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length tau in seconds."
+        DEFAULT_ROUND_S,
+        "--round-length",
+        min=1.0,
+        max=MAX_ROUND_S,
+        callback=finite,
+        help="Round length tau in seconds.",
     ),
     gavel_compat: bool = typer.Option(
         False,
@@ -167,6 +205,8 @@ def simulate_command(
         None,
         "--resolve-interval",
         min=0.0,
+        max=MAX_ROUND_S,
+        callback=finite,
         help="Minimum seconds between re-solves (default 0, or 1920 with --gavel-compat).",
     ),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
@@ -178,6 +218,7 @@ def simulate_command(
         None,
         "--max-active",
         min=1,
+        max=MAX_JOBS,
         help="Call the load saturated beyond this many jobs in the system (default 10 per GPU, at least 200).",
     ),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
@@ -192,6 +233,7 @@ def simulate_command(
     """
 
     check_method(method)
+    check_rate(rate, field="--rate")
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)
     spec = load_cluster(cluster)

@@ -11,11 +11,13 @@ from rich import box
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, err, one_line, out, progress_bar, styled
-from planner.cli.simulate import parse_window
+from planner.cli.simulate import finite, parse_window
 from planner.errors import InputError
 from planner.formats.inputs import load_cluster, load_table
 from planner.formats.trace import read_trace
 from planner.modes.sweep import (
+    MAX_JOBS,
+    MAX_WORKERS,
     SweepSpec,
     attach_rho,
     load_results,
@@ -51,17 +53,26 @@ def sweep_command(
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of jobs get weight 5."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's simulator quirks (see 'rota simulate')."),
     round_s: float = typer.Option(
-        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length tau in seconds."
+        DEFAULT_ROUND_S,
+        "--round-length",
+        min=1.0,
+        max=MAX_ROUND_S,
+        callback=finite,
+        help="Round length tau in seconds.",
     ),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
-    max_active: Optional[int] = typer.Option(None, "--max-active", min=1, help="Saturation cap on jobs in the system."),
+    max_active: Optional[int] = typer.Option(
+        None, "--max-active", min=1, max=MAX_JOBS, help="Saturation cap on jobs in the system."
+    ),
     jobs: Optional[int] = typer.Option(
         None,
         "--workers",
         "--jobs",
         min=1,
-        help="Simulations run at once: worker processes (default 1), or Ray tasks in flight with --ray "
-        "(default: one per cluster CPU); --jobs is the old name.",
+        max=MAX_WORKERS,
+        help="Simulations run at once: worker processes (default 1; never more than the points to run or "
+        "this machine's CPUs), or Ray tasks in flight with --ray (default: one per cluster CPU); "
+        "--jobs is the old name.",
     ),
     ray_address: Optional[str] = typer.Option(
         None,
@@ -76,7 +87,10 @@ def sweep_command(
     plot_format: str = typer.Option("png", "--plot-format", help="png, svg or png,svg."),
     no_plots: bool = typer.Option(False, "--no-plots", help="Skip the plots."),
     cdf_rate: Optional[float] = typer.Option(
-        None, "--cdf-rate", help="Input rate for the JCT CDF plot (default: the highest rate no policy saturates)."
+        None,
+        "--cdf-rate",
+        callback=finite,
+        help="Input rate for the JCT CDF plot (default: the highest rate no policy saturates).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
 ):
@@ -96,16 +110,23 @@ def sweep_command(
     for name in names:
         if name not in POLICY_NAMES and not name.startswith("allox_alpha="):
             raise InputError(f"unknown policy {name!r}; choose from: {', '.join(POLICY_NAMES)}", field="--policies")
-    try:
-        seed_list = [int(s) for s in seeds.split(",") if s.strip()]
-        job_counts = [int(n) for n in static_jobs.split(",") if n.strip()] if static_jobs else []
-    except ValueError:
-        raise InputError("seeds and static job counts must be comma-separated integers", field="--seeds") from None
-    if any(n < 1 for n in job_counts):
-        raise InputError("static job counts must be positive", field="--static-jobs")
+    seed_list = _integers(seeds, "--seeds")
+    job_counts = _integers(static_jobs, "--static-jobs") if static_jobs is not None else []
+    if static_jobs is not None and not job_counts:
+        raise InputError("the list is empty: give at least one number of jobs", field="--static-jobs")
     formats = [f.strip() for f in plot_format.split(",") if f.strip()]
     if ray_address is not None and not ray_address.strip():
         raise InputError("give a Ray address (HOST:PORT) or 'auto'", field="--ray")
+    rate_list = rate_grid(rates) if rates is not None else []
+    SweepSpec(
+        table="",
+        cluster="",
+        policies=names,
+        seeds=seed_list,
+        rates=rate_list,
+        static_jobs=job_counts,
+        trace=None if trace is None else str(trace),
+    ).check_grid()  # empty, repeated or oversized lists: one line before any file is read
     thr, spec_cluster = load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
     if trace is not None:
         read_trace(trace, thr, spec_cluster)
@@ -114,7 +135,7 @@ def sweep_command(
         cluster=cluster,
         policies=names,
         seeds=seed_list,
-        rates=rate_grid(rates) if rates else [],
+        rates=rate_list,
         static_jobs=job_counts,
         trace=None if trace is None else str(trace),
         window=parse_window(window),
@@ -196,6 +217,14 @@ def _run_with_progress(
             )
             raise typer.Exit(128 + stop.signum) from None
     return records
+
+
+def _integers(text: str, field: str) -> list[int]:
+    """A comma-separated list of integers (blank items ignored); the grid check bounds them."""
+    try:
+        return [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise InputError(f"expected comma-separated integers, got {text!r}", field=field) from None
 
 
 def _number(value: float | None, spec: str) -> str:

@@ -11,11 +11,13 @@ from rich.table import Table
 
 from planner.cli.common import out as stdout
 from planner.cli.common import report_problems, styled, user_errors
+from planner.cli.simulate import finite
 from planner.errors import InputError
 from planner.estimate.cold_start import SoloReport, estimate_solo_rows
 from planner.estimate.completion import (
     DEFAULT_RANK,
     DEFAULT_REG,
+    MAX_RANK,
     METHOD,
     ZERO_MODES,
     EstimateReport,
@@ -36,10 +38,13 @@ from planner.formats.table import (
     table_problems,
     write_table,
 )
+from planner.modes.generator import MAX_SEED
 
 table_app = typer.Typer(no_args_is_help=True, help="Inspect, validate, convert and merge throughput tables.")
 
 _SHOWN = 5  # list at most this many missing solo rows / pairs to measure
+MAX_REG = 1e6  # --reg: beyond it every estimate is the bias terms alone
+MAX_MIN_MEASURED = 10_000  # --min-measured: pairs a job type needs; no table holds more
 
 
 @table_app.command("show")
@@ -171,7 +176,9 @@ def table_observed(
     table: Path | None = typer.Option(
         None, "--table", "-t", help="Leave out the cells this table measured (default: the state's table)."
     ),
-    min_count: int = typer.Option(DEFAULT_MIN_OBSERVATIONS, "--min", min=1, help="Reports a cell needs to be written."),
+    min_count: int = typer.Option(
+        DEFAULT_MIN_OBSERVATIONS, "--min", min=1, max=1_000_000, help="Reports a cell needs to be written."
+    ),
 ):
     """Write the throughputs observed in production as table rows (source observed).
 
@@ -218,10 +225,14 @@ def estimate_command(
         ),
     ],
     rank: Annotated[
-        int, typer.Option(help="Rank of the low-rank term (0 = job and partner biases only).")
+        int, typer.Option(min=0, max=MAX_RANK, help="Rank of the low-rank term (0 = job and partner biases only).")
     ] = DEFAULT_RANK,
-    reg: Annotated[float, typer.Option(help="Ridge regularisation, per measurement.")] = DEFAULT_REG,
-    seed: Annotated[int, typer.Option(help="Seed of the initial factors and of the holdout split.")] = 0,
+    reg: Annotated[
+        float, typer.Option(min=0.0, max=MAX_REG, callback=finite, help="Ridge regularisation, per measurement.")
+    ] = DEFAULT_REG,
+    seed: Annotated[
+        int, typer.Option(min=0, max=MAX_SEED, help="Seed of the initial factors and of the holdout split.")
+    ] = 0,
     zeros: Annotated[
         str,
         typer.Option(
@@ -231,7 +242,8 @@ def estimate_command(
     min_measured: Annotated[
         int,
         typer.Option(
-            help="Measured pairs a job type and a partner (per worker type) need before their entries are estimated."
+            max=MAX_MIN_MEASURED,
+            help="Measured pairs a job type and a partner (per worker type) need before their entries are estimated.",
         ),
     ] = 1,
     partial: Annotated[
@@ -241,7 +253,10 @@ def estimate_command(
         ),
     ] = False,
     holdout: Annotated[
-        float, typer.Option(help="Fraction of measured pairs hidden and re-estimated to report an error (0 = skip).")
+        float,
+        typer.Option(
+            callback=finite, help="Fraction of measured pairs hidden and re-estimated to report an error (0 = skip)."
+        ),
     ] = 0.1,
     json_output: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
     solo: Annotated[

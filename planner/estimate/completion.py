@@ -59,6 +59,7 @@ from planner.errors import InputError
 from planner.formats.table import COLUMNS, RUNNABLE_STATUSES, JobType, TableRow, ThroughputTable, row_key
 
 METHOD = "als"
+MAX_RANK = 100  # --rank: the factors are (job types + partners) x rank; more fits noise
 DEFAULT_RANK = 4
 DEFAULT_REG = 0.01
 DEFAULT_ITERATIONS = 50
@@ -632,8 +633,8 @@ def estimate_table(
 
 
 def _check_arguments(rank: int, holdout: float, zeros: str) -> None:
-    if rank < 0:
-        raise InputError(f"rank must be >= 0, got {rank}", field="rank")
+    if not 0 <= rank <= MAX_RANK:
+        raise InputError(f"rank must be 0 to {MAX_RANK}, got {rank}", field="rank")
     if not 0.0 <= holdout < 1.0:
         raise InputError(f"holdout must be in [0, 1), got {holdout}", field="holdout")
     if zeros not in ZERO_MODES:

@@ -32,6 +32,13 @@ GAVEL_JOB_TABLE = (
 
 SCALE_FACTORS = (2, 4, 8)
 
+# Bounds on the work a command line can ask for (rota simulate, sweep, trace generate, compare):
+# beyond them a run would exhaust memory or never end, and no real study needs more.
+MAX_JOBS = 100_000  # jobs generated or measured (--num-jobs, --window END, --static-jobs, --max-active)
+MIN_RATE_PER_HOUR = 1e-6  # a positive input rate below this (one job per 114 years) is refused
+MAX_RATE_PER_HOUR = 1e6  # one job every 3.6 ms
+MAX_SEED = 2**32 - 1  # seeds are 0 .. 2^32 - 1 (what numpy's generators and Gavel's take)
+
 
 @dataclass(frozen=True)
 class Template:
@@ -59,11 +66,24 @@ def job_templates(table: ThroughputTable, reference_type: str) -> list[Template]
 
 def rate_to_lam(rate_per_hour: float) -> float:
     """Mean inter-arrival time in seconds (Gavel's `lam`); rate 0 means a static trace."""
-    if rate_per_hour < 0 or not math.isfinite(rate_per_hour):
-        raise InputError(
-            f"input rate must be a non-negative number of jobs per hour, got {rate_per_hour}", field="rate"
-        )
+    check_rate(rate_per_hour, field="rate")
     return 0.0 if rate_per_hour == 0 else 3600.0 / rate_per_hour
+
+
+def check_rate(rate_per_hour: float, *, field: str, zero: bool = True) -> float:
+    """An input rate: 0 (a static trace, where `zero`) or MIN_RATE_PER_HOUR .. MAX_RATE_PER_HOUR
+    jobs per hour; InputError naming `field` otherwise (a rate of 1e-310 jobs/h made the mean gap
+    overflow to infinity)."""
+    if rate_per_hour == 0 and zero:
+        return rate_per_hour
+    if not MIN_RATE_PER_HOUR <= rate_per_hour <= MAX_RATE_PER_HOUR:  # NaN fails too
+        low = "0 or " if zero else ""
+        raise InputError(
+            f"input rate must be {low}{MIN_RATE_PER_HOUR:g} to {MAX_RATE_PER_HOUR:g} jobs per hour, "
+            f"got {rate_per_hour}",
+            field=field,
+        )
+    return rate_per_hour
 
 
 def _scale_factor(r: float) -> int:
@@ -172,8 +192,8 @@ class JobGenerator:
                 arrival = arrival + -math.log(1.0 - self._gaps.random()) / (1.0 / self.lam)
 
     def take(self, n: int) -> list[Job]:
-        if n < 1:
-            raise InputError(f"number of jobs must be at least 1, got {n}", field="jobs")
+        if not 1 <= n <= MAX_JOBS:
+            raise InputError(f"number of jobs must be 1 to {MAX_JOBS}, got {n}", field="jobs")
         out = []
         for job in self:
             out.append(job)

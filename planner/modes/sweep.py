@@ -12,6 +12,7 @@ alone exceeds the cluster (spec: "rates it cannot serve") are never run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -25,7 +26,7 @@ from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic, write_with
 from planner.formats.inputs import load_cluster, load_table
 from planner.formats.trace import read_trace
-from planner.modes.generator import GeneratorConfig, JobGenerator
+from planner.modes.generator import MAX_JOBS, MAX_SEED, GeneratorConfig, JobGenerator, check_rate
 from planner.modes.metrics import distribution, rho
 from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_simulation
 from planner.modes.sweep_ray import cluster_cpus, connected, import_ray, run_on_ray
@@ -35,6 +36,10 @@ from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
 SWEEP_FORMAT = "rota.sweep/v1"
+SUMMARY = "summary.csv"
+MAX_GRID_VALUES = 1000  # values in one grid list: --policies, --seeds, --rates (K of LO:HI:K), --static-jobs
+MAX_POINTS = 10_000  # points in a sweep (policies x seeds x loads)
+MAX_WORKERS = 1024  # --workers; processes are also capped at this machine's CPUs and the points to run
 OnPoint = Callable[[dict, int, int], None]  # (record, points finished, points in the grid)
 
 
@@ -75,7 +80,33 @@ class SweepSpec:
     max_active_jobs: int | None = None
     trace: str | None = None  # a job list or Gavel .trace replayed at every point instead of generated jobs
 
+    def check_grid(self) -> None:
+        """Every grid list is non-empty where it is used, within its bounds and without repeats
+        (a repeated value would run the same point twice, or hide one)."""
+        _check_list(self.policies, "--policies")
+        _check_list(self.seeds, "--seeds")
+        bad_seed = next((s for s in self.seeds if not 0 <= s <= MAX_SEED), None)
+        if bad_seed is not None:
+            raise InputError(f"seeds must be 0 to {MAX_SEED}, got {bad_seed}", field="--seeds")
+        if self.rates:
+            _check_list(self.rates, "--rates")
+            for rate in self.rates:
+                check_rate(rate, field="--rates", zero=False)
+        if self.static_jobs:
+            _check_list(self.static_jobs, "--static-jobs")
+            bad = next((n for n in self.static_jobs if not 1 <= n <= MAX_JOBS), None)
+            if bad is not None:
+                raise InputError(f"static job counts must be 1 to {MAX_JOBS}, got {bad}", field="--static-jobs")
+        loads = 1 if self.trace is not None else max(1, len(self.rates) + len(self.static_jobs))
+        total = len(self.policies) * len(self.seeds) * loads
+        if total > MAX_POINTS:
+            raise InputError(
+                f"the grid has {total} points (policies x seeds x loads); at most {MAX_POINTS}: split the sweep",
+                field="--policies",
+            )
+
     def points(self) -> list[Point]:
+        self.check_grid()
         if self.trace is not None:
             if self.rates or self.static_jobs:
                 raise InputError("a sweep over a --trace takes no --rates or --static-jobs", field="--trace")
@@ -89,24 +120,45 @@ class SweepSpec:
         return sorted(pts, key=lambda p: (p.load, p.policy, p.seed))  # light loads first
 
 
+def _check_list(values: list, field: str) -> None:
+    if not values:
+        raise InputError("the list is empty: give at least one value", field=field)
+    if len(values) > MAX_GRID_VALUES:
+        raise InputError(f"{len(values)} values; at most {MAX_GRID_VALUES}", field=field)
+    seen: set = set()
+    for v in values:
+        if v in seen:
+            raise InputError(f"{v!r} is given twice", field=field)
+        seen.add(v)
+
+
 def rate_grid(text: str) -> list[float]:
-    """'0.4,0.8,1.2' or Gavel's 'LO:HI:K' (K evenly spaced rates in [LO, HI], a leading 0 dropped)."""
+    """'0.4,0.8,1.2' or Gavel's 'LO:HI:K' (K evenly spaced rates in [LO, HI], a leading 0 dropped);
+    at most MAX_GRID_VALUES rates, each a valid input rate (generator.check_rate), none twice."""
     text = text.strip()
     try:
         if ":" in text:
             lo_text, hi_text, k_text = text.split(":")
             lo, hi, k = float(lo_text), float(hi_text), int(k_text)
-            if k < 1 or hi < lo:
+            if k < 1 or not hi >= lo:
                 raise ValueError
+            if k > MAX_GRID_VALUES + 1:  # + 1: a leading 0 is dropped
+                raise InputError(f"K = {k} rates; at most {MAX_GRID_VALUES}", field="--rates")
             values = [lo + (hi - lo) * i / (k - 1) for i in range(k)] if k > 1 else [lo]
             values = [v for v in values if v > 0] if values and values[0] == 0 else values
         else:
             values = [float(v) for v in text.split(",") if v.strip()]
+    except InputError:
+        raise
     except ValueError:
         raise InputError(f"expected rates like '0.4,0.8' or LO:HI:K, got {text!r}", field="--rates") from None
     if not values or any(not (v > 0 and math.isfinite(v)) for v in values):
         raise InputError(f"input rates must be positive jobs per hour, got {text!r}", field="--rates")
-    return [round(v, 9) for v in values]
+    for v in values:
+        check_rate(v, field="--rates", zero=False)
+    rates = [round(v, 9) for v in values]
+    _check_list(rates, "--rates")  # 'LO:LO:3', or rates equal once rounded to 9 decimals
+    return rates
 
 
 # --------------------------------------------------------------------------- one point (worker process)
@@ -205,13 +257,35 @@ def load_results(out_dir: Path) -> dict[str, dict]:
     return read_results(Path(out_dir) / RESULTS).records
 
 
+def _setup(spec: SweepSpec) -> dict:
+    """What must not change between runs into one folder (the grid itself may grow)."""
+    fixed = {k: v for k, v in asdict(spec).items() if k not in ("policies", "seeds", "rates", "static_jobs")}
+    fixed["window"] = list(spec.window) if spec.window else None
+    return fixed
+
+
+def read_sweep_json(path: Path) -> dict:
+    """An earlier run's sweep.json; InputError naming the file when it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(
+            f"not a sweep description ({str(exc).splitlines()[0]}); delete it to start over, or use another --out",
+            path=path,
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("setup"), dict):
+        raise InputError(
+            "not a sweep description (no 'setup' object); delete it to start over, or use another --out", path=path
+        )
+    return data
+
+
 def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
     """Results from a different sweep setup must not be mixed in."""
     path = out_dir / "sweep.json"
-    fixed = {k: v for k, v in asdict(spec).items() if k not in ("policies", "seeds", "rates", "static_jobs")}
-    fixed["window"] = list(spec.window) if spec.window else None
+    fixed = _setup(spec)
     if path.exists():
-        old = json.loads(path.read_text(encoding="utf-8")).get("setup", {})
+        old = read_sweep_json(path)["setup"]
         changed = [k for k in fixed if old.get(k) != fixed[k]]
         if changed:
             raise InputError(
@@ -222,7 +296,22 @@ def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
             )
     out_dir.mkdir(parents=True, exist_ok=True)
 
-    write_text_atomic(path, json.dumps({"format": SWEEP_FORMAT, "setup": fixed}, indent=1) + "\n")
+
+def _mark(out_dir: Path, spec: SweepSpec, status: str, finished: int, total: int) -> None:
+    """sweep.json: the setup, and whether the last run is complete ('complete'), still running
+    or killed ('running'), stopped by a signal ('interrupted') or by an error ('failed'), with
+    the points finished so far out of the grid's."""
+    document = {"format": SWEEP_FORMAT, "setup": _setup(spec), "status": status, "points": total, "finished": finished}
+    write_text_atomic(out_dir / "sweep.json", json.dumps(document, indent=1) + "\n")
+
+
+def worker_limit(jobs: int | None, points: int) -> int:
+    """Worker processes for `points` points: `jobs` (default 1), at most MAX_WORKERS, and never
+    more than the points to run or this machine's CPUs."""
+    if jobs is not None and not 1 <= jobs <= MAX_WORKERS:
+        raise InputError(f"must be 1 to {MAX_WORKERS}, got {jobs}", field="--workers")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(jobs or 1, points, cpus))
 
 
 class _Recorder:
@@ -290,26 +379,44 @@ def run_sweep(
 
     Points run here (`jobs` 1 or None), in `jobs` worker processes, or as Ray tasks on the
     cluster at `ray_address` (`jobs` in flight at once; None: one per cluster CPU).
-    SIGTERM/SIGINT raise SweepInterrupted once the workers are ended; what finished is kept."""
+    SIGTERM/SIGINT raise SweepInterrupted once the workers are ended; what finished is kept.
+
+    results.jsonl is the resumable log of finished points, complete or not; sweep.json says
+    whether the last run finished ('status': complete, running, interrupted or failed, with
+    'finished' of 'points'), and a summary.csv of an earlier run is removed before any point
+    runs (the CLI writes a new one once the grid is complete), so no summary outlives a failed run."""
     out_dir = Path(out_dir)
     points = spec.points()
+    if jobs is not None and not 1 <= jobs <= MAX_WORKERS:
+        raise InputError(f"must be 1 to {MAX_WORKERS}, got {jobs}", field="--workers")
     if ray_address is not None:
         import_ray()  # a missing Ray is one line before anything is written
     _check_spec(out_dir, spec)
     done = _resume(out_dir / RESULTS, on_warning)
     todo = [p for p in points if p.key not in done]
     rec = _Recorder(out_dir / RESULTS, done, len(points), on_point)
-    with stop_on_signals():
-        if ray_address is not None and todo:
-            _run_on_ray(spec, todo, out_dir, ray_address, jobs, rec)
-        elif ray_address is None and (jobs or 1) > 1:
-            run_in_processes(
-                run_point, lambda p: (spec, p, str(out_dir)), todo, jobs or 1, rec.skip_if_heavier, _keep(rec)
-            )
-        else:
-            for p in todo:
-                if not rec.skip_if_heavier(p):
-                    rec.record(run_point(spec, p, str(out_dir)))
+    if todo:
+        (out_dir / SUMMARY).unlink(missing_ok=True)
+    _mark(out_dir, spec, "running", sum(p.key in done for p in points), len(points))
+    try:
+        with stop_on_signals():
+            workers = worker_limit(jobs, len(todo))
+            if ray_address is not None and todo:
+                _run_on_ray(spec, todo, out_dir, ray_address, None if jobs is None else min(jobs, len(todo)), rec)
+            elif ray_address is None and workers > 1:
+                run_in_processes(
+                    run_point, lambda p: (spec, p, str(out_dir)), todo, workers, rec.skip_if_heavier, _keep(rec)
+                )
+            else:
+                for p in todo:
+                    if not rec.skip_if_heavier(p):
+                        rec.record(run_point(spec, p, str(out_dir)))
+    except BaseException as exc:
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        with contextlib.suppress(OSError):
+            _mark(out_dir, spec, status, sum(p.key in done for p in points), len(points))
+        raise
+    _mark(out_dir, spec, "complete", len(points), len(points))
     return [done[p.key] for p in points]
 
 
