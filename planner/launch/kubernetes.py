@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
+from planner.export import export_schedule
 from planner.export.common import ExportContext
 from planner.export.kubernetes import (
     DEFAULT_GPU_RESOURCE,
     ROUNDS_FILE,
     PodTemplate,
-    export_kubernetes,
     node_index,
     quantity,
 )
@@ -238,7 +238,7 @@ class KubernetesLauncher:
         options.setdefault("namespace", self.namespace)
         options.setdefault("gpu_resource", self.gpu_resource)
         options.setdefault("pod_template", self.pod_template)
-        export_kubernetes(context, Path(out_dir), **options)
+        export_schedule("kubernetes", context, Path(out_dir), **options)  # whole or not at all, as `rota export`
         plan = json.loads((Path(out_dir) / ROUNDS_FILE).read_text(encoding="utf-8"))
         rounds = {r["index"]: r for r in plan["rounds"]}
         index = next(iter(rounds)) if wanted is None else int(wanted)

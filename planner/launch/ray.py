@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.export import export_schedule
 from planner.export.common import ExportContext
-from planner.export.ray import DEFAULT_NODE_RESOURCE, export_ray
+from planner.export.ray import DEFAULT_NODE_RESOURCE
 from planner.export.ray_driver import RoundRun
 from planner.formats.cluster import Cluster
 from planner.launch.adapter import ClusterState, JobResult, JobState, NodeState, RoundResult
@@ -139,7 +140,7 @@ class RayLauncher:
     def prepare(self, context: ExportContext, out_dir: Path, options: dict[str, Any]) -> Prepared:
         options = {**self.export_options, **options}
         index = options.pop("round", None)
-        export_ray(context, out_dir, **options)
+        export_schedule("ray", context, out_dir, **options)  # whole or not at all, as `rota export`
         plan = json.loads((out_dir / "ray_plan.json").read_text(encoding="utf-8"))
         rounds = [r for r in plan["rounds"] if index is None or r["index"] == index]
         if not rounds:

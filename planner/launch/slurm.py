@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
+from planner.export import export_schedule
 from planner.export.common import ExportContext
-from planner.export.slurm import ROUNDS_FILE, export_slurm
+from planner.export.slurm import ROUNDS_FILE
 from planner.export.slurm_driver import Round, SubmitError, run_tool
 from planner.formats.cluster import Cluster
 from planner.launch.adapter import ClusterState, JobResult, JobState, NodeState, RoundResult
@@ -124,7 +125,7 @@ class SlurmLauncher:
         return cluster_state_from(out.stdout, cluster)
 
     def prepare(self, context: ExportContext, out_dir: Path, options: dict[str, Any]) -> Prepared:
-        export_slurm(context, out_dir, **options)
+        export_schedule("slurm", context, out_dir, **options)  # whole or not at all, as `rota export`
         plan = json.loads((out_dir / ROUNDS_FILE).read_text(encoding="utf-8"))
         (out_dir / "logs").mkdir(exist_ok=True)
         return Prepared(plan["rounds"][0], float(plan["round_s"]), float(plan["grace_s"]), out_dir)
