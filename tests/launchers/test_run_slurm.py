@@ -70,6 +70,14 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
             lambda e: e["event"] == "job_start" and e["job_id"] == "healthy-b" and e["round"] == 1, 120, "round 1"
         )
         drained = start_b["nodes"][0]
+        # drain it under a running job (a job not yet started there would never start: NOT_RUN)
+        wait_for(
+            lambda: any(
+                e["event"] == "start" and e["job_id"] == "healthy-b" and e["round"] == "1" for e in _fake_log(fake)
+            ),
+            60,
+            "healthy-b to run in round 1",
+        )
         subprocess.run(
             ["scontrol", "update", f"nodename={drained}", "state=drain", "reason=rota-test"], env=env, check=True
         )
@@ -108,7 +116,7 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
     # one log per job across every round, appended
     logs = run.work / "launch" / "logs"
     assert sorted(p.name for p in logs.glob("*.log")) == sorted(f"{j}.log" for j in saved)
-    rounds_b = {e["round"] for e in starts if e["job_id"] == "healthy-b"}
+    rounds_b = {r for (j, r), e in ends.items() if j == "healthy-b" and e["state"] != "not_run"}
     assert len(rounds_b) >= 3
     assert (logs / "healthy-b.log").read_text().count("fake_train start job=healthy-b") == len(rounds_b)
 
