@@ -16,7 +16,7 @@ from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
-from planner.formats.files import read_text, same_file
+from planner.formats.files import read_text, recorded_input_path, same_file
 from planner.formats.jobs import read_jobs
 from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule
@@ -556,9 +556,9 @@ def _state_input(saved: dict | None, name: str, state_path: Path) -> Path | None
     raw = entry.get("path")
     if not raw:
         return None
-    for candidate in (Path(raw), state_path.parent / raw):
-        if candidate.exists():
-            return candidate
+    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state_path.parent)  # never through '..'
+    if found is not None:
+        return found
     raise InputError(
         f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state_path, field=f"inputs.{name}"
     )

@@ -9,6 +9,7 @@ import typer
 
 from planner.cli.common import MAX_ROUND_S, err, one_line
 from planner.errors import InputError
+from planner.formats.files import recorded_input_path
 from planner.formats.state import StateDocument
 from planner.launch import launcher_name, make_launcher
 from planner.launch.events import EventLog
@@ -188,9 +189,9 @@ def _saved_input(saved: dict | None, name: str, state: Path) -> Path | None:
     raw = (saved.get("inputs", {}).get(name) or {}).get("path")
     if not raw:
         return None
-    for candidate in (Path(raw), state.parent / raw):
-        if candidate.exists():
-            return candidate
+    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state.parent)  # never through '..'
+    if found is not None:
+        return found
     raise InputError(
         f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state, field=f"inputs.{name}"
     )

@@ -11,7 +11,6 @@ checkpoint. Each process sees ROTA_* variables saying what the round expects.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -27,6 +26,7 @@ from planner.errors import InputError
 from planner.formats.atomic import atomic_path
 from planner.formats.cluster import Cluster, read_cluster
 from planner.formats.fields import Where, is_blank, parse_int, required_text
+from planner.formats.files import read_csv_records, read_json, recorded_input_path
 from planner.formats.schedule import SCHEDULE_FORMAT, Assignment, JobEntry, Round, Schedule, read_schedule
 from planner.formats.schedule_check import Violation, check_schedule
 from planner.formats.table import JobType, ThroughputTable, read_table
@@ -74,35 +74,29 @@ def input_path(schedule: Mapping[str, Any], name: str, schedule_path: Path, over
     inputs = schedule.get("inputs")
     entry = inputs.get(name) if isinstance(inputs, dict) else None
     raw = entry.get("path") if isinstance(entry, dict) else None
-    if not raw or not isinstance(raw, str) or "\0" in raw:
+    if not isinstance(raw, str):
         return None
-    for candidate in (Path(raw), schedule_path.parent / raw, schedule_path.parent / Path(raw).name):
-        try:
-            if candidate.is_file():
-                return candidate
-        except OSError:  # e.g. a name too long for the file system
-            continue
-    return None
+    # as recorded (from where rota ran, or from the schedule's folder; never through '..'), else
+    # the file of that name next to the schedule
+    return (
+        recorded_input_path(raw, Path.cwd())
+        or recorded_input_path(raw, schedule_path.parent)
+        or recorded_input_path(Path(raw).name, schedule_path.parent)
+    )
 
 
 def _job_list_rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(data, dict):
-                data = data.get("jobs")
-            if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-                raise InputError("expected a list of job objects", path=path)
-            return data
-        import pandas as pd
-
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-        frame.columns = [str(c).strip() for c in frame.columns]
-        return [{str(k): v for k, v in rec.items()} for rec in frame.to_dict(orient="records")]
-    except InputError:
-        raise
-    except Exception as exc:
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+    """The job list's rows, read through the input layer (regular files only, a size cap,
+    strict CSV quoting, no key or column twice)."""
+    if path.suffix.lower() == ".json":
+        data = read_json(path, "jobs")
+        if isinstance(data, dict):
+            data = data.get("jobs")
+        if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+            raise InputError("expected a list of job objects", path=path)
+        return data
+    _, records = read_csv_records(path, "jobs")
+    return [{str(k).strip(): v for k, v in rec.items()} for rec in records]
 
 
 def read_job_records(path: Path) -> dict[str, dict[str, Any]]:

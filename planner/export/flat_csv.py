@@ -16,18 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from planner.export.common import ExportContext, require_valid, write_files
-from planner.formats.schedule import CSV_COLUMNS, csv_rows, csv_text
+from planner.formats.schedule import CSV_COLUMNS, csv_rows, csv_text, spreadsheet_safe
+from planner.formats.schedule import TEXT_COLUMNS as PLAN_TEXT_COLUMNS
 
 EXPORT_COLUMNS = CSV_COLUMNS + ["round_s", "command"]
-TEXT_COLUMNS = ("job_id", "worker_type", "node", "co_located_with", "command")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
-
-def spreadsheet_safe(cell: Any) -> Any:
-    """A text cell a spreadsheet would run as a formula, with a single quote in front (OWASP)."""
-    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
-        return "'" + cell
-    return cell
+TEXT_COLUMNS = (*PLAN_TEXT_COLUMNS, "command")
 
 
 def schedule_rows(context: ExportContext) -> Iterator[dict[str, Any]]:

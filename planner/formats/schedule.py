@@ -327,6 +327,19 @@ def _as_json(schedule: Schedule | Mapping[str, Any]) -> Mapping[str, Any]:
 # --------------------------------------------------------------------------- CSV view and writing
 
 
+# Spreadsheets run a cell starting with one of these as a formula (CSV injection); the user's
+# strings (job ids, worker types, nodes, partners) get a single quote in front (OWASP).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+TEXT_COLUMNS = ("job_id", "worker_type", "node", "co_located_with")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, with a single quote in front (OWASP)."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
+
+
 def csv_rows(rounds: Iterable[Round]) -> Iterator[list[Any]]:
     """One row (the values of CSV_COLUMNS, in order) per round, job and GPU."""
     for r in rounds:
@@ -355,7 +368,9 @@ def csv_text(columns: list[str], rows: Iterable[Iterable[Any]]) -> str:
 
 
 def schedule_csv(schedule: Schedule | Mapping[str, Any]) -> str:
-    return csv_text(CSV_COLUMNS, csv_rows(_as_json(schedule)["rounds"]))
+    text = [CSV_COLUMNS.index(c) for c in TEXT_COLUMNS]
+    rows = csv_rows(_as_json(schedule)["rounds"])
+    return csv_text(CSV_COLUMNS, ([spreadsheet_safe(v) if k in text else v for k, v in enumerate(r)] for r in rows))
 
 
 def write_schedule(

@@ -9,7 +9,6 @@ stop the loop that runs everybody else's jobs.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.export.common import progress_file_name
+from planner.formats.files import read_json
 from planner.formats.progress import JobProgress, job_progress
 
 READ_DIR = ".rota-read"
@@ -63,9 +63,7 @@ def read_round(folder: Path, job_ids: Iterable[str], since: float) -> RoundRepor
             out.stale.append(str(path))
             continue
         try:
-            if info.st_size > 1 << 20:
-                raise InputError("over 1 MiB: not a progress report", path=path)
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = read_json(path, "progress")  # the input layer: regular files, size cap, no key twice
             if isinstance(raw, dict):
                 raw.setdefault("job_id", jid)
             found, report = job_progress(raw, path=path, row=None)
