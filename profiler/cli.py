@@ -65,6 +65,19 @@ def _device_names(requested: Optional[str]) -> dict[str, str]:
     return wanted
 
 
+# Upper bounds on the timing options: NaN, infinity or 1e400 passed the parser and crashed the
+# estimate; a day per measurement is beyond any real use.
+MAX_MEASUREMENT_S = 86400.0
+
+
+def _check_seconds(a: ProfileArgs) -> None:
+    for option, value in (("--budget", a.budget), ("--window-s", a.window), ("--timeout", a.timeout)):
+        if value is not None and not (0 < value <= MAX_MEASUREMENT_S):
+            raise InputError(f"expected seconds in (0, {MAX_MEASUREMENT_S:g}], got {value!r}", field=option)
+    if not (0 < a.target_spread < 1e6):
+        raise InputError(f"expected a positive finite number, got {a.target_spread!r}", field="--target-spread")
+
+
 def _timing(budget: float, warmup_steps: int, window: float, target_spread: float) -> TimingConfig:
     try:
         return TimingConfig(warmup_steps=warmup_steps, window_s=window, target_spread=target_spread, budget_s=budget)
@@ -205,6 +218,7 @@ def _profile(a: ProfileArgs) -> None:
         raise InputError(f"must be one of {', '.join(GPT_SIZES)}, got {a.gpt_size!r}", field="--gpt-size")
     if a.out.suffix.lower() not in (".csv", ".parquet", ".pq"):
         raise InputError("the table must be .csv or .parquet", path=a.out, field="--out")
+    _check_seconds(a)
     timing = _timing(a.budget, a.warmup_steps, a.window, a.target_spread)
     batch_sizes = parse_ints(a.batch_sizes, "--batch-sizes")
     user = _user_specs(a, batch_sizes or ())

@@ -403,6 +403,9 @@ def plan_next_round_command(
     """
 
     target = state_out or state
+    if not state.exists() and (jobs is None or table is None or cluster is None):
+        # before the lock: a call that cannot start leaves no lock file beside a state that does not exist
+        raise InputError(f"no state yet at {state}: give --jobs, --table and --cluster to start", field="--state")
     with state_lock(target, lock_timeout, on_wait=_tell_waiting):
         saved = read_state(state) if state.exists() else None
         document = None if saved is None else StateDocument.from_json(saved, state)
