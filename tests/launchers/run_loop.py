@@ -32,11 +32,26 @@ def job_list(path: Path, fake: Path, jobs: dict[str, tuple[str, int, str]]) -> P
     return path
 
 
+def fake_jobs(tmp_path: Path, jobs: dict[str, tuple[str, int, str]]) -> tuple[Path, Path]:
+    """(the fake trainer's folder, the job list of `jobs`) under `tmp_path`."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    return fake, job_list(tmp_path / "jobs.csv", fake, jobs)
+
+
 @dataclass
 class Run:
     proc: subprocess.Popen
     work: Path
     state: Path
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:  # a failed test leaves no run behind
+            self.proc.kill()
+            self.proc.wait(timeout=30)
 
     def events(self) -> list[dict]:
         path = self.work / "events.jsonl"

@@ -15,7 +15,14 @@ import pytest
 from conftest import DATA
 
 from launchers.ray_cluster import FakeNode, running_cluster
-from launchers.run_loop import checkpoint_steps, job_list, marked_processes, start_run, state_jobs
+from launchers.run_loop import (
+    checkpoint_steps,
+    fake_events,
+    fake_jobs,
+    marked_processes,
+    start_run,
+    state_jobs,
+)
 from launchers.slurm_rounds import wait_for
 
 NODES = [FakeNode("v100-0", 4, "V100"), FakeNode("t4-0", 2, "T4")]  # the head stays; t4-0 is lost (last test)
@@ -44,28 +51,17 @@ def _args(tmp_path, jobs, ray_cluster, *more: str) -> list[str]:
 def test_ctrl_c_then_a_continued_run(ray_cluster, tmp_path):
     """Ctrl-C stops after the round (130); the same command continues, no round runs twice, and the
     credited steps are what the trainer checkpointed."""
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    jobs = job_list(
-        tmp_path / "jobs.csv",
-        fake,
+    fake, jobs = fake_jobs(
+        tmp_path,
         {"one": ("ResNet-18,64,1", 2500, "--rate-scale 2"), "two": ("LM,20,1", 2500, "--rate-scale 2")},
     )
-    run = start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster))
-    try:
+    with start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster)) as run:
         run.wait_event(lambda e: e["event"] == "job_start", 120, "a job's start")
         run.proc.send_signal(signal.SIGINT)
         status = run.finish(120)
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     assert status == 128 + signal.SIGINT, run.output()
-    again = start_run(tmp_path, "ray", _env(), "--address", ray_cluster.address)
-    try:
+    with start_run(tmp_path, "ray", _env(), "--address", ray_cluster.address) as again:
         status = again.finish(300)
-    finally:
-        if again.proc.poll() is None:
-            again.proc.kill()
     assert status == 0, again.output()
     assert len([e for e in again.events() if e["event"] == "round_start" and e["round"] == 0]) == 1
     saved = state_jobs(again.state)
@@ -81,11 +77,8 @@ def ray_cluster():
 
 
 def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    jobs = job_list(
-        tmp_path / "jobs.csv",
-        fake,
+    fake, jobs = fake_jobs(
+        tmp_path,
         {
             "one": ("ResNet-18,64,1", 1500, "--rate-scale 2"),
             "two": ("LM,20,1", 1500, "--rate-scale 2"),
@@ -94,20 +87,16 @@ def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
             "stubborn": ("Transformer,64,1", 100000, "--ignore-term"),
         },
     )
-    run = start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster, "--max-failures", "2"))
-    try:
+    with start_run(tmp_path, "ray", _env(), *_args(tmp_path, jobs, ray_cluster, "--max-failures", "2")) as run:
         start = run.wait_event(
             lambda e: e["event"] == "job_start" and "t4-0" in e["nodes"] and e["job_id"] in HEALTHY, 180, "a t4 job"
         )
         lost_job = start["job_id"]
         wait_for(
-            lambda: any(e["event"] == "start" and e["job_id"] == lost_job for e in _fake_log(fake)), 60, "it to start"
+            lambda: any(e["event"] == "start" and e["job_id"] == lost_job for e in fake_events(fake)), 60, "it to start"
         )
         ray_cluster.kill_raylet("t4-0")
         status = run.finish(600)
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     events = run.events()
     assert status == 1, run.output()
     ends = [e for e in events if e["event"] == "job_end" and e["job_id"] == lost_job and e["round"] == start["round"]]
@@ -117,7 +106,7 @@ def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
     later = [e for e in events if e["event"] == "job_start" and e["round"] > start["round"]]
     assert later and not [e for e in later if "t4-0" in e["nodes"]]
     # the lost job ran once in its round, and no process of this test's jobs is left
-    starts = [e for e in _fake_log(fake) if e["event"] == "start" and e["job_id"] == lost_job]
+    starts = [e for e in fake_events(fake) if e["event"] == "start" and e["job_id"] == lost_job]
     assert len([e for e in starts if e["round"] == str(start["round"])]) == 1
     wait_for(lambda: not marked_processes(str(fake)), 30, "the jobs' processes to end")
     saved = state_jobs(run.state)
@@ -132,10 +121,3 @@ def test_a_lost_raylet_a_crasher_and_a_sigterm_ignorer(ray_cluster, tmp_path):
     for jid in HEALTHY:
         assert saved[jid]["status"] == "finished", saved[jid]
         assert saved[jid]["progress"] == int(checkpoint_steps(fake, jid))
-
-
-def _fake_log(fake):
-    import json
-
-    path = fake / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

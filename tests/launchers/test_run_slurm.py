@@ -21,6 +21,8 @@ from conftest import DATA
 from launchers.run_loop import (
     checkpoint_steps,
     common_args,
+    fake_events,
+    fake_jobs,
     job_list,
     marked_processes,
     start_run,
@@ -41,11 +43,8 @@ def _credited_equals_checkpoints(state, fake, jobs) -> None:
 
 def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm, tmp_path):
     env = environment(slurm.env())
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    jobs = job_list(
-        tmp_path / "jobs.csv",
-        fake,
+    fake, jobs = fake_jobs(
+        tmp_path,
         {
             "healthy-a": ("ResNet-18,64,1", 4000, "--rate-scale 2"),
             "healthy-b": ("LM,20,1", 7000, "--rate-scale 2"),
@@ -55,11 +54,10 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
             "stubborn": ("Transformer,64,1", 100000, "--ignore-term"),
         },
     )
-    run = start_run(tmp_path, "slurm", env, *common_args(jobs, 30, 8, "--max-failures", "2"))
-    try:
+    with start_run(tmp_path, "slurm", env, *common_args(jobs, 30, 8, "--max-failures", "2")) as run:
         # round 0: an operator cancels 'poked' once it runs; a stale report for 'crash' appears
         run.wait_event(lambda e: e["event"] == "job_start" and e["job_id"] == "poked", 60, "poked's start")
-        wait_for(lambda: any(e["event"] == "start" and e["job_id"] == "poked" for e in _fake_log(fake)), 30, "poked")
+        wait_for(lambda: any(e["event"] == "start" and e["job_id"] == "poked" for e in fake_events(fake)), 30, "poked")
         subprocess.run(["scancel", "--name=rota-r0000-poked"], env=env, check=True)
         stale = run.work / "progress" / "crash.json"
         stale.write_text(json.dumps({"job_id": "crash", "steps_done": 999, "finished": False}))
@@ -73,7 +71,7 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
         # drain it under a running job (a job not yet started there would never start: NOT_RUN)
         wait_for(
             lambda: any(
-                e["event"] == "start" and e["job_id"] == "healthy-b" and e["round"] == "1" for e in _fake_log(fake)
+                e["event"] == "start" and e["job_id"] == "healthy-b" and e["round"] == "1" for e in fake_events(fake)
             ),
             60,
             "healthy-b to run in round 1",
@@ -84,9 +82,6 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
         run.wait_event(lambda e: e["event"] == "round_start" and e["round"] == 2, 120, "round 2")
         subprocess.run(["scontrol", "update", f"nodename={drained}", "state=resume"], env=env, check=True)
         status = run.finish(600)
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     events = run.events()
     output = run.output()
     assert status == 1, output
@@ -123,22 +118,15 @@ def test_faulty_jobs_fail_after_the_limit_and_a_drained_node_is_left_alone(slurm
 
 def test_ctrl_c_stops_after_the_round_and_a_new_run_continues(slurm, tmp_path):
     env = environment(slurm.env())
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    jobs = job_list(
-        tmp_path / "jobs.csv",
-        fake,
+    fake, jobs = fake_jobs(
+        tmp_path,
         {"one": ("ResNet-18,64,1", 2500, "--rate-scale 2"), "two": ("LM,20,1", 2500, "--rate-scale 2")},
     )
     args = common_args(jobs, 20, 6)
-    run = start_run(tmp_path, "slurm", env, *args)
-    try:
+    with start_run(tmp_path, "slurm", env, *args) as run:
         run.wait_event(lambda e: e["event"] == "job_start", 60, "a job's start")
         run.proc.send_signal(signal.SIGINT)
         status = run.finish(120)
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     assert status == 128 + signal.SIGINT, run.output()
     events = run.events()
     # the round ran to its end: both jobs ended by themselves (completed), nothing cancelled
@@ -150,12 +138,8 @@ def test_ctrl_c_stops_after_the_round_and_a_new_run_continues(slurm, tmp_path):
     assert json.loads(run.state.read_text())["launch"]["launched_round"] == 0
     _no_orphans(fake)
 
-    again = start_run(tmp_path, "slurm", env)  # the state names its inputs
-    try:
+    with start_run(tmp_path, "slurm", env) as again:  # the state names its inputs
         status = again.finish(300)
-    finally:
-        if again.proc.poll() is None:
-            again.proc.kill()
     assert status == 0, again.output()
     events = again.events()
     assert len([e for e in events if e["event"] == "round_start" and e["round"] == 0]) == 1, "round 0 ran twice"
@@ -165,43 +149,27 @@ def test_ctrl_c_stops_after_the_round_and_a_new_run_continues(slurm, tmp_path):
     _no_orphans(fake)
 
 
-def _fake_log(fake):
-    path = fake / "events.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
 def test_a_second_ctrl_c_cancels_the_round_now_and_nothing_is_lost(slurm, tmp_path):
     env = environment(slurm.env())
-    fake = tmp_path / "fake"
-    fake.mkdir()
-    jobs = job_list(
-        tmp_path / "jobs.csv",
-        fake,
+    fake, jobs = fake_jobs(
+        tmp_path,
         {"one": ("ResNet-18,64,1", 6000, "--rate-scale 2"), "two": ("LM,20,1", 6000, "--rate-scale 2")},
     )
-    run = start_run(tmp_path, "slurm", env, *common_args(jobs, 120, 10))
-    try:
+    with start_run(tmp_path, "slurm", env, *common_args(jobs, 120, 10)) as run:
         run.wait_event(lambda e: e["event"] == "job_start", 60, "a job's start")
-        wait_for(lambda: len([e for e in _fake_log(fake) if e["event"] == "start"]) == 2, 60, "both jobs to run")
+        wait_for(lambda: len([e for e in fake_events(fake) if e["event"] == "start"]) == 2, 60, "both jobs to run")
         run.proc.send_signal(signal.SIGINT)
         time.sleep(1)
         run.proc.send_signal(signal.SIGINT)
         status = run.finish(90)  # well before the 120 s round's end
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     assert status == 128 + signal.SIGINT, run.output()
     events = run.events()
     assert any(e["event"] == "run_stop" for e in events)
     assert json.loads((run.work / "reports" / "round-0000.json").read_text())["interrupted"] is True
     _no_orphans(fake)
 
-    again = start_run(tmp_path, "slurm", env, "--round-length", "30", "--grace", "8")
-    try:
+    with start_run(tmp_path, "slurm", env, "--round-length", "30", "--grace", "8") as again:
         status = again.finish(400)
-    finally:
-        if again.proc.poll() is None:
-            again.proc.kill()
     assert status == 0, again.output()
     events = again.events()
     assert not [e for e in events if e["event"] == "job_failed"], "an operator's cancel is nobody's failure"
@@ -222,12 +190,8 @@ def test_the_reference_trainer_under_rota_run(slurm, tmp_path):
     rows = ["job_id,model,batch_size,scale_factor,total_steps,command"]
     rows += [f'{jid},{model},300,"{command}"' for jid, model in (("ref-a", "ResNet-18,64,1"), ("ref-b", "LM,20,1"))]
     (tmp_path / "jobs.csv").write_text("\n".join(rows) + "\n")
-    run = start_run(tmp_path, "slurm", env, *common_args(tmp_path / "jobs.csv", 20, 6))
-    try:
+    with start_run(tmp_path, "slurm", env, *common_args(tmp_path / "jobs.csv", 20, 6)) as run:
         status = run.finish(400)
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     assert status == 0, run.output()
     saved = state_jobs(run.state)
     for jid in ("ref-a", "ref-b"):
@@ -247,14 +211,10 @@ def test_a_launcher_that_refuses_every_round_stops_the_run(slurm, tmp_path):
     fake = tmp_path / "fake"
     fake.mkdir()
     jobs = job_list(tmp_path / "jobs.csv", fake, {"one": ("ResNet-18,64,1", 2500, "")})
-    run = start_run(tmp_path, "slurm", env, *common_args(jobs, 20, 6, "--partition", "no-such-partition"))
-    try:
+    with start_run(tmp_path, "slurm", env, *common_args(jobs, 20, 6, "--partition", "no-such-partition")) as run:
         status = run.finish(120)
-    finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
     output = run.output()
     assert status == 2, output
     assert "error:" in output and "ran no job in 3 rounds in a row" in output and "Traceback" not in output
     assert "partition" in output.lower()
-    assert not [e for e in _fake_log(fake) if e["event"] == "start"]
+    assert not [e for e in fake_events(fake) if e["event"] == "start"]
