@@ -25,6 +25,7 @@ from planner.estimate.completion import (
     missing_solo_rows,
 )
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows
+from planner.formats.files import recorded_input_path
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
@@ -201,9 +202,9 @@ def _state_table(inputs: dict, state: Path) -> Path | None:
     raw = (inputs.get("table") or {}).get("path")
     if not raw:
         return None
-    for candidate in (Path(raw), state.parent / raw):
-        if candidate.exists():
-            return candidate
+    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state.parent)  # never through '..'
+    if found is not None:
+        return found
     raise InputError(f"the table it was planned with ({raw}) is not found; give --table", path=state)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic, write_with
+from planner.formats.files import read_csv_records, read_text
 from planner.formats.inputs import load_cluster, load_table
 from planner.formats.trace import read_trace
 from planner.modes.generator import MAX_JOBS, MAX_SEED, GeneratorConfig, JobGenerator, check_rate
@@ -245,8 +246,7 @@ def write_job_csv(rows: list[dict], path: Path) -> None:
 
 
 def read_job_csv(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    return read_csv_records(path)[1]  # the input layer: a regular file, strict CSV
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -267,7 +267,7 @@ def _setup(spec: SweepSpec) -> dict:
 def read_sweep_json(path: Path) -> dict:
     """An earlier run's sweep.json; InputError naming the file when it is not one."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path))  # the input layer: a regular file, size cap, UTF-8
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(
             f"not a sweep description ({str(exc).splitlines()[0]}); delete it to start over, or use another --out",
@@ -302,7 +302,8 @@ def _mark(out_dir: Path, spec: SweepSpec, status: str, finished: int, total: int
     or killed ('running'), stopped by a signal ('interrupted') or by an error ('failed'), with
     the points finished so far out of the grid's."""
     document = {"format": SWEEP_FORMAT, "setup": _setup(spec), "status": status, "points": total, "finished": finished}
-    write_text_atomic(out_dir / "sweep.json", json.dumps(document, indent=1) + "\n")
+    # updated in place: a resumed sweep read it first
+    write_text_atomic(out_dir / "sweep.json", json.dumps(document, indent=1) + "\n", replaces_input=True)
 
 
 def worker_limit(jobs: int | None, points: int) -> int:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from planner.errors import InputError
+from planner.formats.files import read_bytes
 
 RESULTS = "results.jsonl"
 # What every record has: the point's key and coordinates, and how it ended.
@@ -45,7 +46,7 @@ def read_results(path: Path) -> Results:
     is reported, not read. Raises InputError for any other line that is not a record."""
     if not path.exists():
         return Results({})
-    data = path.read_bytes()
+    data = read_bytes(path)  # the input layer: a regular file (a FIFO here would hang), size cap
     lines = data.split(b"\n")
     last = lines.pop()  # what follows the last newline: b"" for a whole file
     records: dict[str, dict] = {}
