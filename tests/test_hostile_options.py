@@ -215,10 +215,12 @@ def test_compare_options_are_bounded(table, tmp_path, extra, needles):
 def test_a_corrupt_sweep_json_is_one_line_naming_it(table, tmp_path):
     out = tmp_path / "sw"
     out.mkdir()
-    for text in ("{oops", "[1, 2]", '{"setup": 3}', "\xff\xfe"):
+    cases = {"{oops": "not a sweep description", "[1, 2]": "not a sweep description"}
+    cases |= {'{"setup": 3}': "not a sweep description", "\xff\xfe": "not UTF-8 text"}  # the input layer's words
+    for text, expected in cases.items():
         (out / "sweep.json").write_bytes(text.encode("latin-1"))
-        text = _refused(_sweep(table, tmp_path, "-p", "fifo", "--static-jobs", "2"), str(out / "sweep.json"))
-        assert "not a sweep description" in text
+        said = _refused(_sweep(table, tmp_path, "-p", "fifo", "--static-jobs", "2"), str(out / "sweep.json"))
+        assert expected in said
 
 
 def _spec(table, **kw):
