@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -13,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from planner.errors import InputError, SolverError
+from planner.formats.files import recorded_input_path
 from planner.policies.lp import LP_METHODS
 
 # User strings (job ids, file names, reasons) are printed as they are: no rich markup
@@ -94,6 +96,21 @@ def report_problems(problems: Sequence[Exception]) -> NoReturn:
 def _error(message: str) -> NoReturn:
     err.print(styled("[bold red]error:[/] {}", one_line(message)), highlight=False, soft_wrap=True)
     raise typer.Exit(2) from None
+
+
+def state_input(inputs: dict | None, name: str, state_path: Path) -> Path | None:
+    """The input file (`table`, `cluster`) a state was planned with: as recorded, from here or
+    from the state's folder (never through '..'); None when it records none; InputError when
+    the file it records is gone."""
+    raw = ((inputs or {}).get(name) or {}).get("path")
+    if not raw:
+        return None
+    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state_path.parent)
+    if found is not None:
+        return found
+    raise InputError(
+        f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state_path, field=f"inputs.{name}"
+    )
 
 
 def check_method(method: str) -> None:

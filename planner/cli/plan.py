@@ -10,13 +10,13 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, styled
+from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, state_input, styled
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
-from planner.formats.files import read_text, recorded_input_path, same_file
+from planner.formats.files import read_text, same_file
 from planner.formats.jobs import read_jobs
 from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule
@@ -450,8 +450,8 @@ def _tell_waiting(lock: Path) -> None:
 def _plan_next(
     saved, document, state, table, jobs, cluster, policy, progress, rounds, round_s, method, seed, observed_min
 ):
-    table_path = table or _state_input(saved, "table", state)
-    cluster_path = cluster or _state_input(saved, "cluster", state)
+    table_path = table or state_input(saved and saved.get("inputs"), "table", state)
+    cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
     if saved is None and (jobs is None or table_path is None or cluster_path is None):
         raise InputError(f"no state yet at {state}: give --jobs, --table and --cluster to start", field="--state")
     if table_path is None or cluster_path is None:  # a state that does not record its inputs
@@ -550,18 +550,3 @@ def write_compact_schedule(schedule: Schedule, path: Path, csv_path: Path | None
     """The schedule JSON without indentation (the C encoder is ~10x faster on 1000 jobs),
     with its CSV view: together or not at all."""
     write_together(schedule_files(schedule, path, csv_path, compact=True))
-
-
-def _state_input(saved: dict | None, name: str, state_path: Path) -> Path | None:
-    if saved is None:
-        return None
-    entry = saved.get("inputs", {}).get(name) or {}
-    raw = entry.get("path")
-    if not raw:
-        return None
-    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state_path.parent)  # never through '..'
-    if found is not None:
-        return found
-    raise InputError(
-        f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state_path, field=f"inputs.{name}"
-    )

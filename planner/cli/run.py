@@ -7,9 +7,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.cli.common import MAX_ROUND_S, err, one_line
+from planner.cli.common import MAX_ROUND_S, err, one_line, state_input
 from planner.errors import InputError
-from planner.formats.files import recorded_input_path
 from planner.formats.state import StateDocument
 from planner.launch import launcher_name, make_launcher
 from planner.launch.events import EventLog
@@ -114,8 +113,8 @@ def run_command(
     """
     name = launcher_name(launcher)
     saved = read_state(state) if state.exists() else None
-    table_path = table or _saved_input(saved, "table", state)
-    cluster_path = cluster or _saved_input(saved, "cluster", state)
+    table_path = table or state_input(saved and saved.get("inputs"), "table", state)
+    cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
     if table_path is None or cluster_path is None:
         missing = "--table" if table_path is None else "--cluster"
         raise InputError(
@@ -181,17 +180,3 @@ def run_command(
         soft_wrap=True,
     )
     raise typer.Exit(summary.status)
-
-
-def _saved_input(saved: dict | None, name: str, state: Path) -> Path | None:
-    if saved is None:
-        return None
-    raw = (saved.get("inputs", {}).get(name) or {}).get("path")
-    if not raw:
-        return None
-    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state.parent)  # never through '..'
-    if found is not None:
-        return found
-    raise InputError(
-        f"the {name} it was planned with ({raw}) is not found; give --{name}", path=state, field=f"inputs.{name}"
-    )

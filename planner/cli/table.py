@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import out as stdout
-from planner.cli.common import report_problems, styled, user_errors
+from planner.cli.common import report_problems, state_input, styled, user_errors
 from planner.cli.simulate import finite
 from planner.errors import InputError
 from planner.estimate.cold_start import SoloReport, estimate_solo_rows
@@ -25,7 +25,6 @@ from planner.estimate.completion import (
     missing_solo_rows,
 )
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows
-from planner.formats.files import recorded_input_path
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
@@ -189,23 +188,12 @@ def table_observed(
     """
 
     document = read_state(state)
-    table_path = table or _state_table(document.inputs, state)
+    table_path = table or state_input(document.inputs, "table", state)
     base = read_table(table_path) if table_path is not None else None
     rows, left_out = exported_rows(document.observed, base, min_count)
     write_table(ThroughputTable(rows, path=out_path), out_path)
     skipped = f"; left out {left_out} cell(s) {table_path} measured" if left_out else ""
     stdout.print(f"wrote {out_path}: {len(rows)} observed row(s) with at least {min_count} report(s){skipped}")
-
-
-def _state_table(inputs: dict, state: Path) -> Path | None:
-    """The table a state was planned with, if it is still there (next to the state or as written)."""
-    raw = (inputs.get("table") or {}).get("path")
-    if not raw:
-        return None
-    found = recorded_input_path(raw, Path.cwd()) or recorded_input_path(raw, state.parent)  # never through '..'
-    if found is not None:
-        return found
-    raise InputError(f"the table it was planned with ({raw}) is not found; give --table", path=state)
 
 
 def estimate_command(
