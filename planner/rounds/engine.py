@@ -246,12 +246,24 @@ class Engine:
         cluster: Cluster,
         policy: Policy,
         decision_table: ThroughputTable | None = None,
+        restart: RestartCosts | None = None,
+        migration_aware: bool = False,
     ) -> Engine:
         """An engine that continues from `snapshot`; `policy` is a fresh policy object
-        (it gets `snapshot.policy_state` when it keeps state)."""
+        (it gets `snapshot.policy_state` when it keeps state). `restart` and `migration_aware`
+        as for a new engine: a snapshot does not keep them (the caller's state does)."""
         if list(snapshot.worker_types) != cluster.names:
             raise ValueError(f"snapshot of worker types {snapshot.worker_types}, cluster has {cluster.names}")
-        engine = cls(table, cluster, policy, dataclasses.replace(snapshot.config), decision_table=decision_table)
+        config = dataclasses.replace(snapshot.config)
+        engine = cls(
+            table,
+            cluster,
+            policy,
+            config,
+            decision_table=decision_table,
+            restart=restart,
+            migration_aware=migration_aware,
+        )
         engine._restore(snapshot)
         return engine
 
