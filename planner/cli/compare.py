@@ -11,7 +11,7 @@ from rich import box
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, check_method, out, progress_bar, styled
-from planner.cli.simulate import finite, seed_option
+from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite, seed_option
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -40,17 +40,21 @@ def compare_command(
     ),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's quirks (see 'rota simulate --help')."),
+    restart_cost: Optional[float] = RESTART_COST_OPTION,
+    migration_aware: bool = MIGRATION_AWARE_OPTION,
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the comparison (.png or .svg)."),
     out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the comparison as JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of tables."),
 ):
     """Simulate your job list under several policies and recommend one.
 
-    Prints average / p50 / p90 JCT, makespan, utilisation and GPU cost per policy, how much
-    faster each heterogeneity-aware policy is than its agnostic version, and which policy
-    to use with the reason.
+    Prints average / p50 / p90 JCT, makespan, utilisation, restarts, goodput and GPU cost per
+    policy, how much faster each heterogeneity-aware policy is than its agnostic version, and
+    which policy to use with the reason.
 
     Example: rota compare --jobs data/jobs.csv --cluster data/cluster.yaml --table data/throughputs.csv
+
+    Restarts cost 120 s, jobs kept where a move does not pay: add --restart-cost 120 --migration-aware
     """
     check_method(method)
     named = _policies(policies) if policies is not None else None
@@ -70,6 +74,8 @@ def compare_command(
             round_s=round_s,
             method=method,
             gavel_compat=gavel_compat,
+            restart_cost_s=restart_cost,
+            migration_aware=migration_aware,
             on_policy=lambda o, done, total: bar.update(task, completed=done, last=o.policy),
         )
     title = f"{len(job_list)} jobs from {jobs.name} on {_cluster_text(spec)}"
@@ -119,18 +125,32 @@ def _hours(seconds: float | None) -> str:
 def _print(result: Comparison, title: str) -> None:
     # Compact box: the table fits 80 columns, the width of a pipe or a CI log.
     grid = Table(
-        title=title, caption="times in hours; * recommended", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1)
+        title=title,
+        caption="times in hours; starts: (re)starts on new GPUs; good: goodput; * recommended",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
     )
     priced = any(o.cost is not None for o in result.outcomes)  # inline clusters have no prices
-    for column in ("policy", "avg JCT", "p50", "p90", "makespan", "util", *(["GPU $"] if priced else [])):
+    counted = any(o.restarts is not None for o in result.outcomes)
+    charged = counted and result.restart_note is None  # restarts counted at 0 s lose nothing: no goodput
+    # 80 columns hold eight: with restart columns p50 gives way (it is in --json and --out).
+    columns = ["policy", "avg JCT", *([] if charged else ["p50"]), "p90", "makespan", "util"]
+    columns += (["starts"] if counted else []) + (["good"] if charged else []) + (["GPU $"] if priced else [])
+    for column in columns:
         grid.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
     for o in result.outcomes:
         name = styled("[bold]{}*[/]", o.policy) if o.policy == result.recommended else o.policy
         if o.status != "ok":
             grid.add_row(name, styled("[red]{}[/]", o.status))
             continue
-        cells = [_hours(o.jct_mean_s), _hours(o.jct_p50_s), _hours(o.jct_p90_s), _hours(o.makespan_s)]
+        cells = [_hours(o.jct_mean_s), *([] if charged else [_hours(o.jct_p50_s)])]
+        cells += [_hours(o.jct_p90_s), _hours(o.makespan_s)]
         cells.append("-" if o.utilisation is None else f"{100 * o.utilisation:.0f} %")
+        if counted:
+            cells.append("-" if o.restarts is None else str(o.restarts))
+        if charged:
+            cells.append("-" if o.goodput is None else f"{100 * o.goodput:.0f} %")
         if priced:
             cells.append("-" if o.cost is None else f"{o.cost:,.0f}")
         grid.add_row(name, *cells)
@@ -142,6 +162,8 @@ def _print(result: Comparison, title: str) -> None:
     for aware, ratio in result.ratios.items():
         change = f"{ratio:.2f}x lower" if ratio >= 1 else f"{1 / ratio:.2f}x higher"
         out.print(f"{aware}: average JCT {change} than {agnostic_of[aware]} (heterogeneity-agnostic)", soft_wrap=True)
+    if result.restart_note:
+        out.print(f"note: {result.restart_note}", highlight=False, soft_wrap=True)
     if result.recommended is None:
         out.print(styled("[bold red]no recommendation[/]: {}", result.reason))
     else:

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, state_input, styled
-from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION
+from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.formats.atomic import write_together
@@ -30,6 +30,22 @@ from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.text import duration
 from planner.rounds.engine import DEFAULT_ROUND_S
+
+# The round loop's restart options (plan-next, plan --state, rota run): kept in the state, so
+# a call that does not give them plans as the state's first call said.
+RESTART_COST_KEPT_OPTION = typer.Option(
+    "--restart-cost",
+    min=0.0,
+    max=MAX_ROUND_S,
+    callback=finite,
+    help="Seconds every (re)start of a job on new GPUs costs, kept in the state (default: the state's, "
+    "else the table's startup/checkpoint columns, the cluster's restart_s or what reports taught, else 0).",
+)
+MIGRATION_AWARE_KEPT_OPTION = typer.Option(
+    "--migration-aware/--no-migration-aware",
+    help="Keep a job on the worker type it holds unless the deficit it recovers by moving exceeds its "
+    "restart cost; kept in the state (default: the state's, else off).",
+)
 
 
 def plan(
@@ -109,8 +125,6 @@ def plan(
         raise InputError(
             "--horizon and --until-done apply to batch plans; next-round mode takes --rounds", field="--state"
         )
-    if state is not None and (restart_cost is not None or migration_aware):
-        raise InputError("--restart-cost and --migration-aware apply to batch plans", field="--state")
     if state is not None:
         return plan_next_round_command(
             state=state,
@@ -127,6 +141,8 @@ def plan(
             method=method,
             seed=seed,
             as_json=as_json,
+            restart_cost=restart_cost,
+            migration_aware=migration_aware or None,  # not given: the state's
         )
     if progress is not None:
         raise InputError("--progress needs --state (next-round mode)", field="--progress")
@@ -185,6 +201,7 @@ def plan(
                     "estimated_throughputs_used": estimated,
                     "jobs": schedule.jobs,
                     **restart_summary(result),
+                    "restart_note": planned.restart_note,
                     "warnings": warnings,
                 }
             )
@@ -192,7 +209,7 @@ def plan(
         return
     for warning in warnings:
         err.print(styled("[yellow]warning:[/] ") + one_line(warning), highlight=False, soft_wrap=True)
-    _print_plan_summary(schedule, result, out_path, csv_path, estimated)
+    _print_plan_summary(schedule, result, out_path, csv_path, estimated, planned.restart_note)
 
 
 def check_entity_options(
@@ -269,7 +286,7 @@ def parse_duration(text: str, option: str) -> float:
     return value
 
 
-def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None:
+def _print_plan_summary(schedule, result, out_path, csv_path, estimated, restart_note=None) -> None:
     solver = schedule.solver
     out.print(
         styled("policy [bold]{}[/]: ", schedule.policy["name"])
@@ -302,7 +319,12 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated) -> None
     if result.restarts is not None:
         r = restart_summary(result)
         goodput = "-" if r["goodput"] is None else f"{r['goodput'] * 100:.1f} %"
-        out.print(f"restarts: {r['restarts']}, {hours(r['restart_gpu_s'])} GPU-h lost, goodput {goodput}")
+        out.print(
+            f"restarts: {r['restarts']} ({r['restarts_across_types']} across GPU types), "
+            f"{hours(r['restart_gpu_s'])} GPU-h lost, goodput {goodput}"
+        )
+    elif restart_note:
+        out.print(f"note: {restart_note}", soft_wrap=True)
     if estimated:
         out.print(f"note: {estimated} of the throughputs used are estimated, not measured")
     wrote = f"wrote {out_path} ({len(schedule.rounds)} of {schedule.rounds_total} rounds"
@@ -391,6 +413,8 @@ def plan_next_round_command(
             "--no-observed", help="Decide with the table as given; observations are still recorded in the state."
         ),
     ] = False,
+    restart_cost: Annotated[Optional[float], RESTART_COST_KEPT_OPTION] = None,
+    migration_aware: Annotated[Optional[bool], MIGRATION_AWARE_KEPT_OPTION] = None,
 ):
     """Plan the next round(s) from the saved state and the progress a launcher reports.
 
@@ -400,6 +424,9 @@ def plan_next_round_command(
 
     Reports teach throughputs (docs/observed.md): rota plan-next --state state.json
     --progress progress.json --observed-min 3 --out round.json
+
+    Restarts cost 120 s, keep jobs where a move does not pay (kept in the state):
+    rota plan-next --state state.json ... --restart-cost 120 --migration-aware
     """
 
     target = state_out or state
@@ -428,6 +455,8 @@ def plan_next_round_command(
             method,
             seed,
             None if no_observed else observed_min,
+            restart_cost,
+            migration_aware,
         )
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
@@ -448,7 +477,21 @@ def _tell_waiting(lock: Path) -> None:
 
 
 def _plan_next(
-    saved, document, state, table, jobs, cluster, policy, progress, rounds, round_s, method, seed, observed_min
+    saved,
+    document,
+    state,
+    table,
+    jobs,
+    cluster,
+    policy,
+    progress,
+    rounds,
+    round_s,
+    method,
+    seed,
+    observed_min,
+    restart_cost=None,
+    migration_aware=None,
 ):
     table_path = table or state_input(saved and saved.get("inputs"), "table", state)
     cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
@@ -485,6 +528,8 @@ def _plan_next(
         state_path=state,
         progress_path=progress or "<progress>",
         observed_min=observed_min,
+        restart_cost_s=restart_cost,
+        migration_aware=migration_aware,
     )
 
 
@@ -517,11 +562,14 @@ def _print_next_round(schedule: dict, notes, warnings, out_path, state_path, res
         "warnings": warnings,
         "timings_ms": {} if result is None else {k: round(v * 1000, 2) for k, v in result.timings.items()},
         "table_cells": None if result is None else result.provenance,
+        "restarts": _restart_books(result),
     }
+    if result is not None and result.restart_note:
+        summary["notes"] = [*notes, result.restart_note]
     if as_json:
         out.print_json(json.dumps(summary))
         return
-    for note in notes:
+    for note in summary["notes"]:
         out.print(f"note: {note}")
     for rnd in schedule["rounds"]:
         grid = Table(title=f"round {rnd['index']}: {rnd['start_s']:.0f} s - {rnd['end_s']:.0f} s")
@@ -542,8 +590,27 @@ def _print_next_round(schedule: dict, notes, warnings, out_path, state_path, res
         out.print(
             f"table: {cells['measured']} measured, {cells['observed']} observed, {cells['estimated']} estimated cells"
         )
+    books = summary["restarts"]
+    if books:
+        out.print(
+            f"restarts so far: {books['restarts']}, {books['restart_gpu_s'] / 3600:.3f} GPU-h lost"
+            + (" (migration-aware)" if books["migration_aware"] else "")
+        )
     if result is not None:
         out.print(f"wrote {out_path} and {state_path} in {result.timings['total_s'] * 1000:.0f} ms")
+
+
+def _restart_books(result) -> dict | None:
+    """The state's restart tally for the summary (None when no restart cost is charged)."""
+    books = None if result is None else result.restarts
+    if books is None:
+        return None
+    return {
+        "restarts": books.starts,
+        "restart_gpu_s": sum(books.lost_gpu_s.values()),
+        "restart_cost_s": books.cost_s,
+        "migration_aware": books.migration_aware,
+    }
 
 
 def write_compact_schedule(schedule: Schedule, path: Path, csv_path: Path | None = None) -> None:

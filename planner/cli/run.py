@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.cli.common import MAX_ROUND_S, err, one_line, state_input
+from planner.cli.plan import MIGRATION_AWARE_KEPT_OPTION, RESTART_COST_KEPT_OPTION
 from planner.errors import InputError
 from planner.formats.state import StateDocument
 from planner.launch import launcher_name, make_launcher
@@ -98,6 +99,8 @@ def run_command(
         Optional[Path], typer.Option(help="Kubernetes: pod/container overlay merged into every pod.")
     ] = None,
     live: Annotated[bool, typer.Option(help="Live view on a terminal (else event lines on stderr).")] = True,
+    restart_cost: Annotated[Optional[float], RESTART_COST_KEPT_OPTION] = None,
+    migration_aware: Annotated[Optional[bool], MIGRATION_AWARE_KEPT_OPTION] = None,
 ):
     """Run the round loop on a real cluster until every job has finished or failed.
 
@@ -110,6 +113,9 @@ def run_command(
 
     Example: rota run slurm --state run/state.json --jobs data/jobs.csv --table data/throughputs.csv
     --cluster data/cluster.yaml --round-length 360 --grace 60
+
+    Restarts cost about two minutes; keep jobs where a move does not pay (kept in the state):
+    rota run slurm --state run/state.json ... --restart-cost 120 --migration-aware
     """
     name = launcher_name(launcher)
     saved = read_state(state) if state.exists() else None
@@ -157,6 +163,8 @@ def run_command(
         retry=list(retry or []),
         export_options=options,
         default_command=default_command,
+        restart_cost_s=restart_cost,
+        migration_aware=migration_aware,
     )
     adapter = make_launcher(name, **launcher_options)
     stop = StopRequest()

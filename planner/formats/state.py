@@ -256,6 +256,33 @@ class LaunchEntry:
         }
 
 
+RestartKey = tuple[str, str, int | None, int]  # worker type, model, batch size, scale factor
+
+
+@dataclass
+class RestartEntry:
+    """Restart accounting a next-round state keeps across calls: the options it was planned
+    with (`--restart-cost`, None: the table's, the cluster's or learnt; `--migration-aware`),
+    the restarts charged so far and the GPU-seconds they took per worker type, and the
+    per-restart overheads learnt from progress reports (seconds, oldest first) per worker
+    type and job type."""
+
+    cost_s: float | None = None
+    migration_aware: bool = False
+    starts: int = 0
+    lost_gpu_s: dict[str, float] = field(default_factory=dict)
+    learnt: dict[RestartKey, list[float]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cost_s": self.cost_s,
+            "migration_aware": self.migration_aware,
+            "starts": self.starts,
+            "lost_gpu_s": dict(self.lost_gpu_s),
+            "learnt": [{"cell": list(key), "overheads_s": list(values)} for key, values in self.learnt.items()],
+        }
+
+
 @dataclass
 class SolveEntry:
     time_s: float
@@ -293,6 +320,7 @@ class StateDocument:
     last_plan: LastPlan | None = None  # what the call that wrote it planned
     observed: ObservedEntry | None = None  # throughputs learnt from progress reports
     launch: LaunchEntry | None = None  # the run loop's books (`rota run`)
+    restart: RestartEntry | None = None  # restart options, tally and learnt overheads
 
     # reading -----------------------------------------------------------------
     @classmethod
@@ -323,6 +351,7 @@ class StateDocument:
             last_plan=reader.get(data, "last_plan", _last_plan, default=None),
             observed=reader.get(data, "observed", _observed, default=None),
             launch=reader.get(data, "launch", _launch, default=None),
+            restart=reader.get(data, "restart", _restart, default=None),
             inputs=reader.get(data, "inputs", dict, default={}),
             last_solve=reader.get(
                 data, "last_solve", lambda v: _solve_entry(v, m, reader.at("last_solve")), default=None
@@ -369,6 +398,8 @@ class StateDocument:
             data["observed"] = self.observed.to_json()
         if self.launch is not None:  # likewise: only states `rota run` wrote have it
             data["launch"] = self.launch.to_json()
+        if self.restart is not None:  # likewise: only states planned with restart costs have it
+            data["restart"] = self.restart.to_json()
         return data
 
 
@@ -601,6 +632,37 @@ def _launch(value: Any) -> LaunchEntry | None:
         launched_round=None if launched is None else _count(launched),
         launched_at=_optional_number(value.get("launched_at")),
     )
+
+
+def _restart(value: Any) -> RestartEntry | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _Invalid("expected an object")
+    if not isinstance(value.get("lost_gpu_s", {}), dict) or not isinstance(value.get("learnt", []), list):
+        raise _Invalid("lost_gpu_s: expected an object; learnt: expected a list")
+    aware = value.get("migration_aware", False)
+    if not isinstance(aware, bool):
+        raise _Invalid("migration_aware: expected true or false")
+    learnt: dict[RestartKey, list[float]] = {}
+    for entry in value.get("learnt", []):
+        if not isinstance(entry, dict) or not isinstance(entry.get("overheads_s"), list):
+            raise _Invalid("learnt: expected objects with a cell and a list overheads_s")
+        learnt[_restart_key(entry.get("cell"))] = [_SECONDS(v) for v in entry["overheads_s"]]
+    return RestartEntry(
+        cost_s=_optional_seconds(value.get("cost_s")),
+        migration_aware=aware,
+        starts=_count(value.get("starts", 0)),
+        lost_gpu_s={str(k): _SECONDS(v) for k, v in value.get("lost_gpu_s", {}).items()},
+        learnt=learnt,
+    )
+
+
+def _restart_key(value: Any) -> RestartKey:
+    if not isinstance(value, list) or len(value) != 4:
+        raise _Invalid("learnt cell: expected [worker_type, model, batch_size, scale_factor]")
+    worker_type, model, batch, scale, _, _ = _cell([*value, None, None])
+    return worker_type, model, batch, scale
 
 
 def _cell(value: Any) -> CellKey:

@@ -60,6 +60,8 @@ class RunConfig:
     retry: list[str] = field(default_factory=list)
     export_options: dict[str, Any] = field(default_factory=dict)
     default_command: str | None = None
+    restart_cost_s: float | None = None  # --restart-cost (None: the state's, else table/cluster/learnt)
+    migration_aware: bool | None = None  # --migration-aware (None: the state's)
 
     @property
     def round_file(self) -> Path:
@@ -206,6 +208,7 @@ class RunLoop:
         self.overhead: dict[str, float] = {}  # this round's loop cost by phase (seconds)
         self.usable: Cluster | None = None  # the cluster as planned on last (usable nodes only)
         self.launch_errors = 0  # rounds in a row in which the launcher ran no job, with an error
+        self.restart_noted = False  # the "restart cost unknown" note is said once per run
 
     # ------------------------------------------------------------------ set-up
 
@@ -321,9 +324,14 @@ class RunLoop:
             retry=self.config.retry if self.document is not None else (),
             launch=self.entry,
             resolve=changes.summary() if changes and self.document is not None else None,
+            restart_cost_s=self.config.restart_cost_s,
+            migration_aware=self.config.migration_aware,
         )
         self.config.retry = []
-        for note in result.notes:
+        notes = result.notes
+        if result.restart_note and not self.restart_noted:  # once per run, not every round
+            notes, self.restart_noted = [*notes, result.restart_note], True
+        for note in notes:
             self.events.emit("note", text=note)
         for warning in result.warnings:
             self.events.emit("warning", text=warning)

@@ -20,6 +20,7 @@ from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.policies import POLICY_NAMES
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
+from planner.rounds.restart import PlannedRestarts, charged_restarts, unknown_cost_note
 
 Objective = Literal["jct", "makespan", "cost"]
 OBJECTIVES: tuple[Objective, ...] = ("jct", "makespan", "cost")
@@ -58,6 +59,9 @@ class PolicyOutcome:
     cost: float | None = None  # dollars for the GPU time used; None without prices
     jobs_finished: int = 0
     wall_s: float = 0.0
+    restarts: int | None = None  # (re)starts on GPUs a job did not hold the round before
+    restarts_across_types: int | None = None
+    goodput: float | None = None  # GPU time not lost to restarts, over GPU time used
 
     def value(self, objective: Objective) -> float | None:
         return {"jct": self.jct_mean_s, "makespan": self.makespan_s, "cost": self.cost}[objective]
@@ -71,6 +75,7 @@ class Comparison:
     ratios: dict[str, float] = field(default_factory=dict)  # agnostic/aware mean-JCT ratio, by aware policy
     recommended: str | None = None
     reason: str = ""
+    restart_note: str | None = None  # "restart cost unknown, assumed 0 s: ..." (None: a cost is known)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -80,6 +85,7 @@ class Comparison:
             "recommended": self.recommended,
             "reason": self.reason,
             "heterogeneity_ratios": self.ratios,
+            "restart_note": self.restart_note,
             "policies": [vars(o) for o in self.outcomes],
         }
 
@@ -134,6 +140,9 @@ def run_policy(table: ThroughputTable, cluster: Cluster, jobs: list[Job], config
         cost=gpu_cost(m, cluster),
         jobs_finished=m["jobs_finished"],
         wall_s=m["wall_s"],
+        restarts=m.get("restarts"),
+        restarts_across_types=m.get("restarts_across_types"),
+        goodput=m.get("goodput"),
     )
 
 
@@ -186,21 +195,48 @@ def compare_policies(
     round_s: float = DEFAULT_ROUND_S,
     method: str = DEFAULT_METHOD,
     gavel_compat: bool = False,
+    restart_cost_s: float | None = None,
+    migration_aware: bool = False,
     on_policy: Callable[[PolicyOutcome, int, int], None] | None = None,
 ) -> Comparison:
-    """Simulate `jobs` under each policy; `on_policy(outcome, done, total)` reports progress."""
+    """Simulate `jobs` under each policy; `on_policy(outcome, done, total)` reports progress.
+
+    Restarts cost `restart_cost_s` (None: the table's restart columns, the cluster's
+    restart_s); when nothing gives a cost they are still counted, at 0 s, and the
+    comparison's `restart_note` says so."""
     check_policies(policies)
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}", field="--objective")
     if not jobs:
         raise InputError("the job list is empty", field="--jobs")
+    known = charged_restarts(table, cluster, restart_cost_s, migration_aware, gavel_compat) is not None
+    counted = restart_cost_s if known or gavel_compat else 0.0  # unknown: count the restarts, charge nothing
     outcomes = []
     for k, name in enumerate(policies, start=1):
         config = SimulationConfig(
-            policy=name, round_s=round_s, gavel_compat=gavel_compat, seed=seed, solver_method=method
+            policy=name,
+            round_s=round_s,
+            gavel_compat=gavel_compat,
+            seed=seed,
+            solver_method=method,
+            restart_cost_s=counted,
+            migration_aware=migration_aware,
         )
         outcomes.append(run_policy(table, cluster, jobs, config))
         if on_policy is not None:
             on_policy(outcomes[-1], k, len(policies))
     recommended, reason = recommend(outcomes, objective)
-    return Comparison(outcomes, objective, len(jobs), heterogeneity_ratios(outcomes), recommended, reason)
+    comparison = Comparison(outcomes, objective, len(jobs), heterogeneity_ratios(outcomes), recommended, reason)
+    if not known and not gavel_compat:
+        comparison.restart_note = _unknown_note(outcomes, recommended)
+    return comparison
+
+
+def _unknown_note(outcomes: Sequence[PolicyOutcome], recommended: str | None) -> str | None:
+    """The note for restarts counted at 0 s: those of the recommended policy (else the first that ran)."""
+    ran = [o for o in outcomes if o.restarts is not None]
+    shown = next((o for o in ran if o.policy == recommended), ran[0] if ran else None)
+    if shown is None:
+        return None
+    planned = PlannedRestarts(shown.restarts or 0, shown.restarts_across_types or 0)
+    return f"{unknown_cost_note(planned)}; counted under {shown.policy}"

@@ -98,12 +98,16 @@ class LeaseCounter:
         return None if self.opportunities == 0 else self.extensions / self.opportunities
 
 
-def restart_metrics(starts: int, lost_gpu_s: Mapping[str, float], busy_gpu_s: Mapping[str, float]) -> dict:
-    """Restart accounting: starts charged, GPU-seconds they took (all types) and the goodput,
-    useful GPU-seconds over allocated (busy) GPU-seconds; None when nothing ran."""
+def restart_metrics(
+    starts: int, lost_gpu_s: Mapping[str, float], busy_gpu_s: Mapping[str, float], across_types: int | None = None
+) -> dict:
+    """Restart accounting: starts charged (and those on another worker type than the job last ran
+    on, when counted), GPU-seconds they took (all types) and the goodput, useful GPU-seconds over
+    allocated (busy) GPU-seconds; None when nothing ran."""
     lost, busy = sum(lost_gpu_s.values()), sum(busy_gpu_s.values())
     return {
         "restarts": starts,
+        **({} if across_types is None else {"restarts_across_types": across_types}),
         "restart_gpu_s": lost,
         "goodput": None if busy <= 0 else (busy - lost) / busy,
     }

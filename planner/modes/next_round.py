@@ -43,7 +43,7 @@ from planner.formats.cluster import Cluster
 from planner.formats.files import input_records
 from planner.formats.jobs import Job, parse_jobs
 from planner.formats.schedule import Schedule, read_schedule
-from planner.formats.state import STATE_FORMAT, LastPlan, LaunchEntry, ObservedEntry, StateDocument
+from planner.formats.state import STATE_FORMAT, LastPlan, LaunchEntry, ObservedEntry, RestartEntry, StateDocument
 from planner.formats.table import ThroughputTable
 from planner.modes.collector import collector_paused
 from planner.modes.plan import build_schedule, check_csv_pair
@@ -51,6 +51,7 @@ from planner.modes.state import (
     Progress,
     apply_progress,
     changed_inputs,
+    config_from_state,
     put_back_unreported,
     restore_engine,
     state_document,
@@ -59,6 +60,7 @@ from planner.modes.state import (
 from planner.policies import PolicyOptions, make_policy
 from planner.policies.base import Policy
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord, Solve
+from planner.rounds.restart import RestartCosts, charged_restarts, held_by, planned_restarts, unknown_cost_note
 
 DEFAULT_POLICY = "max_min_fairness_perf"
 
@@ -73,6 +75,8 @@ class NextRound:
     timings: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what the caller should see on stderr
     provenance: dict[str, int] = field(default_factory=dict)  # table cells: measured, observed, estimated
+    restart_note: str | None = None  # "restart cost unknown ...": say it once (rota run: once per run)
+    restarts: RestartEntry | None = None  # the state's restart books after this call
 
 
 def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
@@ -102,6 +106,8 @@ def next_round(
     retry: Sequence[str] = (),
     launch: LaunchEntry | None = None,
     resolve: str | None = None,
+    restart_cost_s: float | None = None,
+    migration_aware: bool | None = None,
 ) -> NextRound:
     """Plan the next `rounds` rounds. `jobs` starts a fresh plan (no state) or, with a
     state, adds the jobs it does not know yet; `policy` / `round_s` None keep the state's.
@@ -112,20 +118,32 @@ def next_round(
     The run loop (`rota run`) also passes: `failed`, jobs to give up on after this report
     (job id -> why; withdrawn and marked failed in the state); `retry`, failed jobs to plan
     again; `launch`, its books to keep in the state (None keeps the saved ones); `resolve`,
-    why to re-solve now (e.g. the usable nodes changed)."""
+    why to re-solve now (e.g. the usable nodes changed).
+
+    `restart_cost_s` (`--restart-cost`) and `migration_aware` are kept in the state; None
+    keeps the state's (a fresh plan: no override, not migration-aware). The restarts the
+    engine charges are tallied across calls in the state."""
     if rounds < 1:
         raise InputError(f"must be at least 1, got {rounds}", field="--rounds")
     with collector_paused():
         started = time.perf_counter()
         if state is None:
             decision = _decide(table, None, observed_min)
-            session = _fresh(decision.table, cluster, jobs, policy, policy_options, round_s, config)
+            books = _restart_books(None, restart_cost_s, migration_aware, [])
+            restart = _restart_costs(books, decision.table, cluster, config or EngineConfig())
+            session = _fresh(decision.table, cluster, jobs, policy, policy_options, round_s, config, restart, books)
             session.decision = decision
         else:
             document = state if isinstance(state, StateDocument) else StateDocument.from_json(state, state_path)
             book, learnt = _learn(document, progress, table, cluster)
             decision = _decide(table, book, observed_min)
-            session = _resumed(decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path)
+            changes: list[str] = []
+            books = _restart_books(document.restart, restart_cost_s, migration_aware, changes)
+            restart = _restart_costs(books, decision.table, cluster, config_from_state(document.config))
+            session = _resumed(
+                decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path, restart, books
+            )
+            session.notes += changes
             session.book, session.decision = book, decision
             session.warnings += learnt
             session.warnings += changed_inputs(document.inputs, inputs, state_path)
@@ -164,6 +182,7 @@ class _Session:
     failed: dict[str, str] = field(default_factory=dict)  # jobs the run loop gave up on -> why
     give_up: dict[str, str] = field(default_factory=dict)  # ... and those it gives up on now
     launch: LaunchEntry | None = None  # the run loop's books, kept in the state
+    restart: RestartEntry = field(default_factory=RestartEntry)  # restart options, tally, learnt overheads
 
 
 def _learn(
@@ -184,6 +203,31 @@ def _learn(
     }
     found, warnings = observe(saved.window, progress.jobs, table, skip=skip)
     return ObservedEntry(cells=record(saved.cells, found), applied=dict(saved.applied)), warnings
+
+
+def _restart_books(
+    saved: RestartEntry | None, cost_s: float | None, migration_aware: bool | None, notes: list[str]
+) -> RestartEntry:
+    """The state's restart books with this call's options applied (None keeps the saved one);
+    a change is noted."""
+    books = dataclasses.replace(saved) if saved is not None else RestartEntry()
+    books.lost_gpu_s, books.learnt = dict(books.lost_gpu_s), {k: list(v) for k, v in books.learnt.items()}
+    if cost_s is not None and cost_s != books.cost_s:
+        if saved is not None:
+            notes.append(f"restart cost changed to {cost_s:g} s")
+        books.cost_s = cost_s
+    if migration_aware is not None and migration_aware != books.migration_aware:
+        if saved is not None:
+            notes.append(f"migration-aware rounds turned {'on' if migration_aware else 'off'}")
+        books.migration_aware = migration_aware
+    return books
+
+
+def _restart_costs(
+    books: RestartEntry, table: ThroughputTable, cluster: Cluster, config: EngineConfig
+) -> RestartCosts | None:
+    """What the engine charges per restart (None: nothing known, nothing charged)."""
+    return charged_restarts(table, cluster, books.cost_s, books.migration_aware, config.gavel_compat)
 
 
 def _retry(session: _Session, document: StateDocument, retry: Sequence[str], path: object) -> None:
@@ -225,6 +269,8 @@ def _fresh(
     policy_options: dict[str, Any] | None,
     round_s: float | None,
     config: EngineConfig | None,
+    restart: RestartCosts | None,
+    books: RestartEntry,
 ) -> _Session:
     if not jobs:
         raise InputError("no state yet: give the job list to start from", field="--jobs")
@@ -234,7 +280,9 @@ def _fresh(
         config = EngineConfig(round_s=round_s or DEFAULT_ROUND_S)
     elif round_s is not None:
         config = dataclasses.replace(config, round_s=round_s)
-    return _Session(Engine(table, cluster, make_policy_from(name, options), config, jobs), name, options, set())
+    policy_object = make_policy_from(name, options)
+    engine = Engine(table, cluster, policy_object, config, jobs, restart=restart, migration_aware=books.migration_aware)
+    return _Session(engine, name, options, set(), restart=books)
 
 
 def _resumed(
@@ -246,14 +294,22 @@ def _resumed(
     policy_options: dict[str, Any] | None,
     round_s: float | None,
     state_path: object,
+    restart: RestartCosts | None,
+    books: RestartEntry,
 ) -> _Session:
     saved_name = document.policy.name
     options = {**document.policy.options, **(policy_options or {})}
     name = policy or saved_name
     restored = restore_engine(
-        document, table=table, cluster=cluster, policy=make_policy_from(name, options), path=state_path
+        document,
+        table=table,
+        cluster=cluster,
+        policy=make_policy_from(name, options),
+        path=state_path,
+        restart=restart,
+        migration_aware=books.migration_aware,
     )
-    session = _Session(restored.engine, name, options, restored.cancelled)
+    session = _Session(restored.engine, name, options, restored.cancelled, restart=books)
     session.version, session.last_plan, session.rounds_before = (
         document.version,
         document.last_plan,
@@ -344,10 +400,12 @@ def _plan(
     in_play = [jid for jid in engine.outcomes if jid in engine.active] + [j.job_id for j in engine.pending]
     at_start = {jid: engine.outcomes[jid].steps_done for jid in in_play}
     busy_before = dict(engine.busy)
+    held_before = held_by(engine.mech.previous.values())
     merged = time.perf_counter()
 
     records = _steps(engine, rounds)
     stepped = time.perf_counter()
+    restart_note = _tally_restarts(session, records, held_before)
 
     name, options = session.policy_name, session.options
     window = _Window(records, in_play, at_start, busy_before, base, engine.n_rounds)
@@ -361,6 +419,9 @@ def _plan(
         failed=session.failed,
     )
     document.launch = session.launch
+    books = session.restart
+    if engine.restart is not None or books.cost_s is not None or books.migration_aware or books.learnt:
+        document.restart = books
     if document.launch is not None:
         document.launch.failed = {jid: session.failed[jid] for jid in session.failed}
     document.version = session.version + 1
@@ -396,7 +457,34 @@ def _plan(
         "total_s": finished - started,
     }
     provenance = {} if session.decision is None else _provenance(session.decision)
-    return NextRound(schedule, new_state, records, session.notes, done, timings, session.warnings, provenance)
+    return NextRound(
+        schedule,
+        new_state,
+        records,
+        session.notes,
+        done,
+        timings,
+        session.warnings,
+        provenance,
+        restart_note,
+        document.restart,
+    )
+
+
+def _tally_restarts(
+    session: _Session, records: Sequence[RoundRecord], held: Mapping[str, tuple[str, frozenset]]
+) -> str | None:
+    """Add this call's charged restarts to the state's books; with no cost known, the note
+    that says how many restarts were planned at 0 s (None when there were none)."""
+    engine, books = session.engine, session.restart
+    tally = engine.restart_tally
+    if tally is not None:
+        books.starts += tally.starts
+        for w, lost in tally.lost_gpu_s.items():
+            books.lost_gpu_s[w] = books.lost_gpu_s.get(w, 0.0) + lost
+        return None
+    planned = planned_restarts((r.placements for r in records), held)
+    return unknown_cost_note(planned) if planned.starts else None
 
 
 def _type_of(engine: Engine, jid: str) -> tuple[str, int | None, int]:

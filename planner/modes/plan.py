@@ -32,7 +32,7 @@ from planner.modes.metrics import utilisation as utilisation_since_start
 from planner.policies import make_policy
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, RoundRecord
-from planner.rounds.restart import charged_restarts
+from planner.rounds.restart import charged_restarts, planned_restarts, unknown_cost_note
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,7 @@ class PlanOutcome:
     jobs: list[Job]
     estimated_used: int  # estimated table rows the plan could have read
     finish_estimated: set[str] = field(default_factory=set)  # jobs whose finish comes from their rate
+    restart_note: str | None = None  # "restart cost unknown, assumed 0 s: ..." (None: a cost is known)
 
 
 def plan_batch(
@@ -117,13 +118,19 @@ def plan_batch(
         rounds=options.rounds,
         estimated_finish=estimates,
     )
-    return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster), set(estimates))
+    note = None
+    if restart is None and not options.gavel_compat:
+        planned = planned_restarts(r.placements for r in result.rounds)
+        note = unknown_cost_note(planned) if planned.starts else None
+    return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster), set(estimates), note)
 
 
 def restart_summary(result: EngineResult) -> dict[str, Any]:
     """Restarts charged, GPU-seconds lost to them and the goodput; empty when no cost was charged."""
     tally = result.restarts
-    return {} if tally is None else restart_metrics(tally.starts, tally.lost_gpu_s, result.busy_gpu_s)
+    return (
+        {} if tally is None else restart_metrics(tally.starts, tally.lost_gpu_s, result.busy_gpu_s, tally.across_types)
+    )
 
 
 def estimate_finishes(engine: Engine) -> dict[str, float]:

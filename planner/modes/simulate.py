@@ -366,7 +366,8 @@ def run_simulation(
     metrics["window_finished"] = watch.done
     _add_rho(metrics, rows, reference_jct)
     if engine.restart_tally is not None:
-        metrics.update(restart_metrics(engine.restart_tally.starts, engine.restart_tally.lost_gpu_s, engine.busy))
+        tally = engine.restart_tally
+        metrics.update(restart_metrics(tally.starts, tally.lost_gpu_s, engine.busy, tally.across_types))
     cfg = recorded_config(config)
     cfg["resolve_interval_s"] = config.resolve_interval
     cfg["decision_table"] = None if decision_table is None else str(decision_table.path)

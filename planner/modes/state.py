@@ -49,6 +49,7 @@ from planner.formats.table import ThroughputTable
 from planner.policies.base import Allocation, Policy, Status
 from planner.rounds.engine import Engine, EngineConfig, EngineSnapshot, JobOutcome, Solve
 from planner.rounds.mechanism import Gpu, MechanismSnapshot, Placement
+from planner.rounds.restart import RestartCosts
 
 __all__ = [
     "PROGRESS_FORMAT",
@@ -269,13 +270,16 @@ def restore_engine(
     cluster: Cluster,
     policy: Policy,
     path: object = "<state>",
+    restart: RestartCosts | None = None,
+    migration_aware: bool = False,
 ) -> Restored:
     """An Engine in the saved state; `policy` is a fresh object of the saved policy (or of
-    the one replacing it: it gets the saved memory for what it knows of it)."""
+    the one replacing it: it gets the saved memory for what it knows of it). `restart` and
+    `migration_aware`: the restart costs it charges (see `Engine`)."""
     document = state if isinstance(state, StateDocument) else StateDocument.from_json(state, path)
     snapshot = engine_snapshot(document, table=table, cluster=cluster, path=path)
     return Restored(
-        Engine.from_snapshot(snapshot, table, cluster, policy),
+        Engine.from_snapshot(snapshot, table, cluster, policy, restart=restart, migration_aware=migration_aware),
         document.policy.name,
         dict(document.policy.options),
         {e.job.job_id for e in document.jobs if e.status in (JobStatus.CANCELLED, JobStatus.FAILED)},

@@ -19,7 +19,7 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from planner.errors import InputError
@@ -80,6 +80,8 @@ class SweepSpec:
     solver_method: str = DEFAULT_METHOD
     max_active_jobs: int | None = None
     trace: str | None = None  # a job list or Gavel .trace replayed at every point instead of generated jobs
+    restart_cost_s: float | None = None  # --restart-cost (None: the table's, the cluster's, else none)
+    migration_aware: bool = False
 
     def check_grid(self) -> None:
         """Every grid list is non-empty where it is used, within its bounds and without repeats
@@ -202,6 +204,8 @@ def simulate_point(spec: SweepSpec, point: Point, table, cluster, trace_jobs: li
         window=spec.window if point.num_jobs is None else None,
         solver_method=spec.solver_method,
         max_active_jobs=spec.max_active_jobs,
+        restart_cost_s=spec.restart_cost_s,
+        migration_aware=spec.migration_aware,
     )
     result = run_simulation(table, cluster, _workload(spec, point, table, cluster, trace_jobs), config)
     metrics = result.metrics if "jct_s" in result.metrics else None  # None: saturated before running
@@ -286,7 +290,9 @@ def _check_spec(out_dir: Path, spec: SweepSpec) -> None:
     fixed = _setup(spec)
     if path.exists():
         old = read_sweep_json(path)["setup"]
-        changed = [k for k in fixed if old.get(k) != fixed[k]]
+        # A setting an older sweep.json lacks was at its default then (e.g. the restart options).
+        defaults = {f.name: f.default for f in fields(SweepSpec)}
+        changed = [k for k in fixed if old.get(k, defaults.get(k)) != fixed[k]]
         if changed:
             raise InputError(
                 f"this folder holds a sweep with a different {changed[0]} "
@@ -487,6 +493,8 @@ SUMMARY_COLUMNS = [
     "rho_mean",
     "rho_p90",
     "resolves",
+    "restarts",
+    "goodput",
     "wall_s",
     "reason",
 ]
@@ -516,6 +524,8 @@ def summary_rows(records: Iterable[dict]) -> list[dict]:
                 "rho_mean": (m.get("rho") or {}).get("mean"),
                 "rho_p90": (m.get("rho") or {}).get("p90"),
                 "resolves": m.get("resolves"),
+                "restarts": m.get("restarts"),  # only when a restart cost is known
+                "goodput": m.get("goodput"),
                 "wall_s": m.get("wall_s"),
                 "reason": r.get("reason"),
             }

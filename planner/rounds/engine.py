@@ -139,6 +139,7 @@ class RestartTally:
 
     starts: int = 0
     lost_gpu_s: dict[str, float] = field(default_factory=dict)
+    across_types: int = 0  # starts on another worker type than the one the job last ran on
 
 
 class Engine:
@@ -211,6 +212,7 @@ class Engine:
         self.migration_aware = migration_aware
         self.restart_tally = RestartTally(lost_gpu_s=dict.fromkeys(self.types, 0.0)) if restart is not None else None
         self._restart_cost: dict[tuple[str, str], float] = {}  # (job id, worker type) -> seconds
+        self._last_type: dict[str, str] = {}  # job id -> the worker type it last started on (restart tally)
         self._entries_version = -1  # the mechanism's entries the caches below were filled for
         self._ok = np.zeros((0, len(self.types)), dtype=bool)  # runnable, stacked in entry order
         self.submit(list(jobs))
@@ -540,6 +542,9 @@ class Engine:
         tally = self.restart_tally
         if tally is not None:
             tally.starts += 1
+            last = self._last_type.get(jid)
+            tally.across_types += last is not None and last != p.worker_type
+            self._last_type[jid] = p.worker_type
             tally.lost_gpu_s[p.worker_type] += lost * len(p.gpus) / len(p.jobs)  # its share of the GPUs idles
         return lost
 

@@ -15,12 +15,15 @@ loses on a given worker type. Where the number comes from, first match wins:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner.errors import InputError
 from planner.formats.cluster import Cluster
 from planner.formats.table import RESTART_COLUMNS, JobType, ThroughputTable
+from planner.rounds.mechanism import Gpu, Placement
+
+Held = Mapping[str, tuple[str, frozenset[Gpu]]]  # job id -> worker type and GPUs it held last round
 
 
 @dataclass(frozen=True)
@@ -75,3 +78,43 @@ def charged_restarts(
         return None
     costs = restart_costs(table, cluster, override)
     return costs if costs.known or migration_aware else None
+
+
+@dataclass(frozen=True)
+class PlannedRestarts:
+    """(Re)starts in planned rounds: starts on GPUs a job did not hold the round before (first
+    starts included, as `Engine` charges them), and those on another worker type than the one
+    the job last ran on."""
+
+    starts: int = 0
+    across_types: int = 0
+
+
+def held_by(placements: Iterable[Placement]) -> dict[str, tuple[str, frozenset[Gpu]]]:
+    """Per job of `placements` (one round's): its worker type and GPUs."""
+    return {jid: (p.worker_type, frozenset(p.gpus)) for p in placements for jid in p.jobs}
+
+
+def planned_restarts(rounds: Iterable[Sequence[Placement]], held: Held | None = None) -> PlannedRestarts:
+    """Count the (re)starts of consecutive rounds' placements; `held`: what ran the round before."""
+    before = dict(held or {})
+    last_type = {jid: worker_type for jid, (worker_type, _) in before.items()}
+    starts = across = 0
+    for placements in rounds:
+        now = held_by(placements)
+        for jid, where in now.items():
+            if before.get(jid) != where:
+                starts += 1
+                across += jid in last_type and last_type[jid] != where[0]
+            last_type[jid] = where[0]
+        before = now
+    return PlannedRestarts(starts, across)
+
+
+def unknown_cost_note(planned: PlannedRestarts) -> str:
+    """What a plan says once when nothing gave a restart cost (see `charged_restarts`)."""
+    return (
+        f"restart cost unknown, assumed 0 s: {planned.starts} (re)start(s) planned, "
+        f"{planned.across_types} across GPU types (give --restart-cost SECONDS, the cluster's restart_s "
+        "or the table's startup and checkpoint columns)"
+    )
