@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from planner.cli.common import MAX_DURATION_H, MAX_ROUND_S, check_method, hours, out, progress_bar, styled
+from planner.cli.round_length import AUTO, parse_round_length, round_length_option
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -25,6 +26,7 @@ from planner.modes.generator import (
     JobGenerator,
     check_rate,
 )
+from planner.modes.round_length import choose_for_simulation
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.modes.sweep import write_job_csv
 from planner.policies.lp import DEFAULT_METHOD
@@ -187,14 +189,7 @@ def simulate_command(
     seed: int = seed_option("Gavel Scheduler seed: jobs, arrivals, shuffles, random policies."),
     multi_gpu: bool = typer.Option(False, "--multi-gpu", help="Generated jobs use 1/2/4/8 GPUs."),
     multi_priority: bool = typer.Option(False, "--multi-priority", help="20 % of generated jobs get weight 5."),
-    round_s: float = typer.Option(
-        DEFAULT_ROUND_S,
-        "--round-length",
-        min=1.0,
-        max=MAX_ROUND_S,
-        callback=finite,
-        help="Round length tau in seconds.",
-    ),
+    round_length: str = round_length_option(),
     gavel_compat: bool = typer.Option(
         False,
         "--gavel-compat",
@@ -232,6 +227,7 @@ def simulate_command(
     --policy max_min_fairness_perf --rate 2.4 --window 4000:5000 --gavel-compat --out sim/
     """
 
+    round_choice = parse_round_length(round_length)
     check_method(method)
     check_rate(rate, field="--rate")
     thr = load_table(table)
@@ -265,7 +261,7 @@ def simulate_command(
 
     config = SimulationConfig(
         policy=policy,
-        round_s=round_s,
+        round_s=DEFAULT_ROUND_S if round_choice == AUTO else round_choice,
         gavel_compat=gavel_compat,
         seed=seed,
         window=parse_window(window),
@@ -276,6 +272,12 @@ def simulate_command(
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
     )
+    auto = None
+    if round_choice == AUTO:
+        auto = choose_for_simulation(thr, spec, workload(), config, decision_table=decide)
+        config = replace(config, round_s=auto.round_s)
+        if not as_json:
+            out.print(auto.reason, soft_wrap=True)  # one line, as logs grep it
     reference = None
     if with_rho:
         iso = SimulationConfig(**{**asdict(config), "policy": "isolated"})
@@ -299,6 +301,8 @@ def simulate_command(
         "workload": result.workload,
         "metrics": result.metrics,
     }
+    if auto is not None:
+        summary["round_length"] = auto.to_json()
     write_job_csv(result.jobs, out_dir / "jobs.csv")
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     if as_json:
