@@ -25,9 +25,13 @@ from planner.estimate.completion import (
     missing_solo_rows,
 )
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows
+from planner.estimate.restart_learnt import RESTART_CSV_COLUMNS, restart_rows
+from planner.formats.atomic import write_text_atomic
+from planner.formats.files import same_file
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
 from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
+from planner.formats.schedule import csv_text, spreadsheet_safe
 from planner.formats.state import read_state
 from planner.formats.table import (
     COLUMNS,
@@ -179,21 +183,41 @@ def table_observed(
     min_count: int = typer.Option(
         DEFAULT_MIN_OBSERVATIONS, "--min", min=1, max=1_000_000, help="Reports a cell needs to be written."
     ),
+    restarts_path: Path | None = typer.Option(
+        None,
+        "--restarts",
+        help="Also write the restart costs reports taught (CSV: worker type, job type, restarts, median and "
+        "IQR seconds), for job types with at least --min restarts.",
+    ),
 ):
     """Write the throughputs observed in production as table rows (source observed).
 
     Cells the table measured are left out, so 'rota table merge' cannot replace them.
     Example: rota table observed state.json --out observed.csv, then
     rota table merge data/throughputs.csv observed.csv --out merged.csv
+
+    With the restart costs learnt from the same reports:
+    rota table observed state.json --out observed.csv --restarts restarts.csv
     """
 
     document = read_state(state)
     table_path = table or state_input(document.inputs, "table", state)
     base = read_table(table_path) if table_path is not None else None
     rows, left_out = exported_rows(document.observed, base, min_count)
+    restarts = restart_rows(document.restart.learnt if document.restart else {}, min_count)
+    if restarts_path is not None and (restarts_path == out_path or same_file(restarts_path, out_path)):
+        raise InputError("give the restart costs another file than --out", field="--restarts")
     write_table(ThroughputTable(rows, path=out_path), out_path)
     skipped = f"; left out {left_out} cell(s) {table_path} measured" if left_out else ""
     stdout.print(f"wrote {out_path}: {len(rows)} observed row(s) with at least {min_count} report(s){skipped}")
+    if restarts_path is not None:
+        text = csv_text(
+            RESTART_CSV_COLUMNS, ([spreadsheet_safe(row[c]) for c in RESTART_CSV_COLUMNS] for row in restarts)
+        )
+        write_text_atomic(restarts_path, text)
+        stdout.print(
+            f"wrote {restarts_path}: {len(restarts)} learnt restart cost(s) with at least {min_count} restart(s)"
+        )
 
 
 def estimate_command(

@@ -162,6 +162,7 @@ def observe(
             seconds = entry.seconds
         else:
             seconds = report.elapsed_s
+        seconds -= entry.restart_s  # what the plan charged its (re)starts was not training time
         if steps == 0 or not seconds > 0:
             continue
         rate = steps / seconds
@@ -271,9 +272,14 @@ def window_entries(
     job_types: Mapping[str, tuple[str, int | None, int]],
     planned_steps: Mapping[str, float],
     steps_before: Mapping[str, float],
+    starts: Mapping[str, int] | None = None,
+    restart_s: Mapping[str, float] | None = None,
 ) -> list[WindowEntry]:
     """Each job's one cell over the planned rounds: `placements` are (round seconds, jobs
-    of the placement, worker type), round after round. A job placed in two cells gets none."""
+    of the placement, worker type), round after round. A job placed in two cells gets none.
+    `starts`: per job, the (re)starts the plan made in those rounds, and `restart_s` the
+    seconds it charged them."""
+    starts, restart_s = starts or {}, restart_s or {}
     cells: dict[str, CellKey | None] = {}
     seconds: dict[str, float] = {}
     for length, jobs, worker_type in placements:
@@ -287,7 +293,15 @@ def window_entries(
             cells[jid] = cell if cells.get(jid, cell) == cell else None
             seconds[jid] = seconds.get(jid, 0.0) + length
     return [
-        WindowEntry(jid, cell, seconds[jid], planned_steps.get(jid, 0.0), steps_before[jid])
+        WindowEntry(
+            jid,
+            cell,
+            seconds[jid],
+            planned_steps.get(jid, 0.0),
+            steps_before[jid],
+            starts.get(jid, 0),
+            restart_s.get(jid, 0.0),
+        )
         for jid, cell in cells.items()
         if cell is not None and seconds[jid] > 0 and jid in steps_before
     ]

@@ -206,6 +206,8 @@ class WindowEntry:
     seconds: float  # planned seconds of those rounds together
     planned_steps: float  # steps the plan expected in them
     steps_before: float  # the job's steps done before them
+    starts: int = 0  # (re)starts the plan made in them: each costs startup and checkpoint load
+    restart_s: float = 0.0  # seconds of them the plan charged those (re)starts
 
 
 @dataclass
@@ -223,6 +225,8 @@ class ObservedEntry:
                     "seconds": w.seconds,
                     "planned_steps": w.planned_steps,
                     "steps_before": w.steps_before,
+                    **({"starts": w.starts} if w.starts else {}),  # older states keep their bytes
+                    **({"restart_s": w.restart_s} if w.restart_s else {}),
                 }
                 for w in self.window
             ],
@@ -607,6 +611,8 @@ def _observed(value: Any) -> ObservedEntry | None:
             seconds=_positive(w["seconds"], "window"),
             planned_steps=_finite(w["planned_steps"], "window"),
             steps_before=_finite(w["steps_before"], "window"),
+            starts=_count(w.get("starts", 0)),
+            restart_s=_SECONDS(w.get("restart_s", 0.0)),
         )
         for w in value.get("window", [])
     ]

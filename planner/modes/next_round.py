@@ -39,12 +39,13 @@ from planner.estimate.observed import (
     record,
     window_entries,
 )
+from planner.estimate.restart_learnt import describe_key, learnt_costs, overhead_stats, overheads, record_overheads
 from planner.formats.cluster import Cluster
 from planner.formats.files import input_records
 from planner.formats.jobs import Job, parse_jobs
 from planner.formats.schedule import Schedule, read_schedule
 from planner.formats.state import STATE_FORMAT, LastPlan, LaunchEntry, ObservedEntry, RestartEntry, StateDocument
-from planner.formats.table import ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 from planner.modes.collector import collector_paused
 from planner.modes.plan import build_schedule, check_csv_pair
 from planner.modes.state import (
@@ -60,7 +61,13 @@ from planner.modes.state import (
 from planner.policies import PolicyOptions, make_policy
 from planner.policies.base import Policy
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord, Solve
-from planner.rounds.restart import RestartCosts, charged_restarts, held_by, planned_restarts, unknown_cost_note
+from planner.rounds.restart import (
+    RestartCosts,
+    charged_restarts,
+    held_by,
+    planned_restarts,
+    unknown_cost_note,
+)
 
 DEFAULT_POLICY = "max_min_fairness_perf"
 
@@ -130,7 +137,7 @@ def next_round(
         if state is None:
             decision = _decide(table, None, observed_min)
             books = _restart_books(None, restart_cost_s, migration_aware, [])
-            restart = _restart_costs(books, decision.table, cluster, config or EngineConfig())
+            restart = _restart_costs(books, decision.table, cluster, config or EngineConfig(), observed_min)
             session = _fresh(decision.table, cluster, jobs, policy, policy_options, round_s, config, restart, books)
             session.decision = decision
         else:
@@ -139,7 +146,8 @@ def next_round(
             decision = _decide(table, book, observed_min)
             changes: list[str] = []
             books = _restart_books(document.restart, restart_cost_s, migration_aware, changes)
-            restart = _restart_costs(books, decision.table, cluster, config_from_state(document.config))
+            changes += _learn_restarts(document, progress, decision.table, books, observed_min)
+            restart = _restart_costs(books, decision.table, cluster, config_from_state(document.config), observed_min)
             session = _resumed(
                 decision.table, cluster, document, jobs, policy, policy_options, round_s, state_path, restart, books
             )
@@ -224,10 +232,40 @@ def _restart_books(
 
 
 def _restart_costs(
-    books: RestartEntry, table: ThroughputTable, cluster: Cluster, config: EngineConfig
+    books: RestartEntry, table: ThroughputTable, cluster: Cluster, config: EngineConfig, observed_min: int | None
 ) -> RestartCosts | None:
-    """What the engine charges per restart (None: nothing known, nothing charged)."""
-    return charged_restarts(table, cluster, books.cost_s, books.migration_aware, config.gavel_compat)
+    """What the engine charges per restart (None: nothing known, nothing charged); learnt
+    overheads count once `observed_min` reports exist (None: recorded, not used)."""
+    learnt = {} if observed_min is None else learnt_costs(books.learnt, observed_min)
+    return charged_restarts(table, cluster, books.cost_s, books.migration_aware, config.gavel_compat, learnt)
+
+
+def _learn_restarts(
+    document: StateDocument,
+    progress: Progress | None,
+    table: ThroughputTable,
+    books: RestartEntry,
+    observed_min: int | None,
+) -> list[str]:
+    """Add the restart overheads `progress` shows for the last plan's window to `books`; a note
+    for each job type whose learnt cost is used from now on."""
+    window = document.observed.window if document.observed is not None else []
+    if progress is None or not window:
+        return []
+    skip = {e.job.job_id for e in document.jobs if e.status == "cancelled"} | set(progress.cancelled)
+    minimum = observed_min or DEFAULT_MIN_OBSERVATIONS
+    before = learnt_costs(books.learnt, minimum)
+    books.learnt = record_overheads(books.learnt, overheads(window, progress.jobs, table, skip=skip))
+    if observed_min is None:
+        return []
+    notes = []
+    for key, s in overhead_stats(books.learnt).items():
+        if s.count >= minimum and (key[0], JobType(*key[1:])) not in before:
+            notes.append(
+                f"restart cost of {describe_key(key)} learnt: {s.median:.0f} s "
+                f"(median of {s.count} restarts, IQR {s.iqr:.0f} s)"
+            )
+    return notes
 
 
 def _retry(session: _Session, document: StateDocument, retry: Sequence[str], path: object) -> None:
@@ -400,7 +438,7 @@ def _plan(
     in_play = [jid for jid in engine.outcomes if jid in engine.active] + [j.job_id for j in engine.pending]
     at_start = {jid: engine.outcomes[jid].steps_done for jid in in_play}
     busy_before = dict(engine.busy)
-    held_before = held_by(engine.mech.previous.values())
+    held_before = held_by(engine.mech.previous.values())  # (re)starts count from what ran last round
     merged = time.perf_counter()
 
     records = _steps(engine, rounds)
@@ -438,6 +476,7 @@ def _plan(
             {jid: _type_of(engine, jid) for r in records for p in r.placements for jid in p.jobs},
             {jid: sum(r.planned_steps.get(jid, 0.0) for r in records) for jid in in_play},
             at_start,
+            *_window_restarts(engine, records, held_before),
         ),
         cells=session.book.cells,
         applied=session.decision.applied if session.decision is not None else {},
@@ -485,6 +524,25 @@ def _tally_restarts(
         return None
     planned = planned_restarts((r.placements for r in records), held)
     return unknown_cost_note(planned) if planned.starts else None
+
+
+def _window_restarts(
+    engine: Engine, records: Sequence[RoundRecord], held: Mapping[str, tuple[str, frozenset]]
+) -> tuple[dict[str, int], dict[str, float]]:
+    """Per job: its (re)starts in the planned rounds and the seconds the engine charged them."""
+    before = dict(held)
+    starts: dict[str, int] = {}
+    charged: dict[str, float] = {}
+    for planned in records:
+        now = held_by(planned.placements)
+        for p in planned.placements:
+            for jid in p.jobs:
+                if before.get(jid) != now[jid]:
+                    starts[jid] = starts.get(jid, 0) + 1
+                    cost = min(engine.restart_cost(jid, p.worker_type), engine.config.round_s)
+                    charged[jid] = charged.get(jid, 0.0) + cost
+        before = now
+    return starts, charged
 
 
 def _type_of(engine: Engine, jid: str) -> tuple[str, int | None, int]:

@@ -8,8 +8,10 @@ loses on a given worker type. Where the number comes from, first match wins:
 1. `--restart-cost SECONDS` (the `override`): every job, every worker type;
 2. the table's solo row of the job on that worker type, when all three of
    `checkpoint_save_s`, `startup_s` and `checkpoint_load_s` are filled: their sum;
-3. the cluster spec's `restart_s` of that worker type;
-4. 0 (nothing known: today's behaviour, no charge).
+3. what progress reports taught (the median overhead of the job type's restarts on that
+   worker type, planner/estimate/restart_learnt.py), once enough reports exist;
+4. the cluster spec's `restart_s` of that worker type;
+5. 0 (nothing known: today's behaviour, no charge).
 """
 
 from __future__ import annotations
@@ -33,23 +35,31 @@ class RestartCosts:
     override: float | None = None
     measured: Mapping[tuple[str, JobType], float] = field(default_factory=dict)  # from the table's columns
     per_type: Mapping[str, float] = field(default_factory=dict)  # the cluster's restart_s
+    learnt: Mapping[tuple[str, JobType], float] = field(default_factory=dict)  # from progress reports
 
     def cost(self, worker_type: str, job_type: JobType) -> float:
         if self.override is not None:
             return self.override
-        measured = self.measured.get((worker_type, job_type))
-        if measured is not None:
-            return measured
+        for source in (self.measured, self.learnt):
+            seconds = source.get((worker_type, job_type))
+            if seconds is not None:
+                return seconds
         return self.per_type.get(worker_type, 0.0)
 
     @property
     def known(self) -> bool:
         """Whether any source gave a number (even 0): the run reports restart accounting."""
-        return self.override is not None or bool(self.measured) or bool(self.per_type)
+        return self.override is not None or bool(self.measured) or bool(self.per_type) or bool(self.learnt)
 
 
-def restart_costs(table: ThroughputTable, cluster: Cluster, override: float | None = None) -> RestartCosts:
-    """The restart costs the inputs give (the table's restart columns, the cluster's restart_s)."""
+def restart_costs(
+    table: ThroughputTable,
+    cluster: Cluster,
+    override: float | None = None,
+    learnt: Mapping[tuple[str, JobType], float] | None = None,
+) -> RestartCosts:
+    """The restart costs the inputs give (the table's restart columns, the cluster's restart_s)
+    and what reports taught (`learnt`)."""
     measured: dict[tuple[str, JobType], float] = {}
     for r in table.rows:
         if r["partner_model"] is not None or r["worker_type"] not in cluster.worker_types:
@@ -58,11 +68,16 @@ def restart_costs(table: ThroughputTable, cluster: Cluster, override: float | No
         if all(part is not None for part in parts):
             measured[(r["worker_type"], JobType(r["model"], r["batch_size"], r["scale_factor"]))] = float(sum(parts))
     per_type = {w: spec.restart_s for w, spec in cluster.worker_types.items() if spec.restart_s is not None}
-    return RestartCosts(override, measured, per_type)
+    return RestartCosts(override, measured, per_type, dict(learnt or {}))
 
 
 def charged_restarts(
-    table: ThroughputTable, cluster: Cluster, override: float | None, migration_aware: bool, gavel_compat: bool
+    table: ThroughputTable,
+    cluster: Cluster,
+    override: float | None,
+    migration_aware: bool,
+    gavel_compat: bool,
+    learnt: Mapping[tuple[str, JobType], float] | None = None,
 ) -> RestartCosts | None:
     """The restart costs a run charges; None (no charge, no restart metrics) when nothing gives any.
 
@@ -76,7 +91,7 @@ def charged_restarts(
         if override:
             raise InputError("Gavel's simulator charges no restart cost", field="--restart-cost")
         return None
-    costs = restart_costs(table, cluster, override)
+    costs = restart_costs(table, cluster, override, learnt)
     return costs if costs.known or migration_aware else None
 
 
