@@ -10,8 +10,9 @@ import typer
 from rich import box
 from rich.table import Table
 
-from planner.cli.common import MAX_ROUND_S, check_method, out, progress_bar, styled
-from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite, seed_option
+from planner.cli.common import check_method, out, progress_bar, styled
+from planner.cli.round_length import AUTO, parse_round_length, round_length_option
+from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, seed_option
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -35,9 +36,7 @@ def compare_command(
     ),
     objective: str = typer.Option("jct", "--objective", help="What the recommendation minimises: jct, makespan, cost."),
     seed: int = seed_option("Seed for randomised policies."),
-    round_s: float = typer.Option(
-        DEFAULT_ROUND_S, "--round-length", min=1.0, max=MAX_ROUND_S, callback=finite, help="Round length in seconds."
-    ),
+    round_length_text: str = round_length_option("Round length in seconds (auto: chosen per policy)"),
     method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's quirks (see 'rota simulate --help')."),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
@@ -57,6 +56,7 @@ def compare_command(
     Restarts cost 120 s, jobs kept where a move does not pay: add --restart-cost 120 --migration-aware
     """
     check_method(method)
+    round_s = parse_round_length(round_length_text)
     named = _policies(policies) if policies is not None else None
     thr = load_table(table)
     spec = load_cluster(cluster)
@@ -71,7 +71,8 @@ def compare_command(
             chosen,
             objective=_objective(objective),
             seed=seed,
-            round_s=round_s,
+            round_s=DEFAULT_ROUND_S if round_s == AUTO else round_s,
+            round_auto=round_s == AUTO,
             method=method,
             gavel_compat=gavel_compat,
             restart_cost_s=restart_cost,
@@ -155,6 +156,12 @@ def _print(result: Comparison, title: str) -> None:
             cells.append("-" if o.cost is None else f"{o.cost:,.0f}")
         grid.add_row(name, *cells)
     out.print(grid)
+    _print_findings(result)
+
+
+def _print_findings(result: Comparison) -> None:
+    """What follows the table: why policies could not run, the heterogeneity ratios, the round
+    lengths, the restart note and the recommendation."""
     for o in result.outcomes:
         if o.status != "ok" and o.reason:
             out.print(f"{o.policy}: {o.reason}", highlight=False, soft_wrap=True)
@@ -162,6 +169,10 @@ def _print(result: Comparison, title: str) -> None:
     for aware, ratio in result.ratios.items():
         change = f"{ratio:.2f}x lower" if ratio >= 1 else f"{1 / ratio:.2f}x higher"
         out.print(f"{aware}: average JCT {change} than {agnostic_of[aware]} (heterogeneity-agnostic)", soft_wrap=True)
+    lengths = {o.policy: o.round_s for o in result.outcomes if o.round_s is not None}
+    if any(seconds != DEFAULT_ROUND_S for seconds in lengths.values()):
+        shown = ", ".join(f"{policy} {seconds:g} s" for policy, seconds in lengths.items())
+        out.print(f"round length: {shown}", highlight=False, soft_wrap=True)
     if result.restart_note:
         out.print(f"note: {result.restart_note}", highlight=False, soft_wrap=True)
     if result.recommended is None:

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, state_input, styled
+from planner.cli.round_length import AUTO, parse_round_length
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
@@ -83,8 +84,12 @@ def plan(
     until_done: bool = typer.Option(
         False, "--until-done", help="With --rounds/--horizon: still simulate to the end, for exact finish times."
     ),
-    round_s: Optional[float] = typer.Option(
-        None, "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length tau in seconds (default 360)."
+    round_length_text: Optional[str] = typer.Option(
+        None,
+        "--round-length",
+        metavar="SECONDS|auto",
+        help="Round length tau in seconds (default 360; with --state, the state's), or 'auto': simulate a "
+        "few lengths on these jobs with their restart costs and keep the best (docs/restarts.md).",
     ),
     method: Optional[str] = typer.Option(
         None, "--solver-method", help="HiGHS method: ipm (interior point, default) or simplex."
@@ -120,7 +125,10 @@ def plan(
     The next two hours only, finish times estimated: rota plan ... --horizon 2h
 
     Next round only, from a saved state: rota plan --state state.json --progress progress.json --rounds 1
+
+    Round length chosen for 120 s restarts: rota plan ... --restart-cost 120 --round-length auto
     """
+    round_s = None if round_length_text is None else parse_round_length(round_length_text)
     if state is not None and (horizon is not None or until_done):
         raise InputError(
             "--horizon and --until-done apply to batch plans; next-round mode takes --rounds", field="--state"
@@ -137,7 +145,7 @@ def plan(
             out_path=out_path,
             state_out=None,
             csv_path=csv_path,
-            round_s=round_s,
+            round_length_text=round_length_text,
             method=method,
             seed=seed,
             as_json=as_json,
@@ -150,11 +158,12 @@ def plan(
         option = "--table" if table is None else "--jobs" if jobs is None else "--cluster"
         raise InputError("is required (or use --state for next-round mode)", field=option)
     check_method(method or DEFAULT_METHOD)
-    round_length = DEFAULT_ROUND_S if round_s is None else round_s
+    round_length = DEFAULT_ROUND_S if round_s is None or round_s == AUTO else round_s
+    horizon_s = None
     if horizon is not None:
         if rounds is not None:
             raise InputError("give --rounds or --horizon, not both", field="--horizon")
-        rounds = max(1, math.ceil(parse_duration(horizon, "--horizon") / round_length))
+        horizon_s = parse_duration(horizon, "--horizon")
     chosen_policy = policy or PlanOptions.policy
     entity_policies = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}
     check_entity_options(chosen_policy, entity_weights, entity_policy, entity_policies)
@@ -171,9 +180,11 @@ def plan(
         until_done=until_done,
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
+        round_auto=round_s == AUTO,
+        horizon_s=horizon_s,
     )
     # A plan of K rounds is bounded work: no collector passes over its many small objects.
-    with collector_paused(options.rounds is not None and not until_done):
+    with collector_paused((options.rounds is not None or horizon_s is not None) and not until_done):
         with progress_bar("planning", "jobs finished", hidden=as_json) as bar:
             task = bar.add_task("plan", total=None)
             planned = plan_batch(
@@ -202,6 +213,7 @@ def plan(
                     "jobs": schedule.jobs,
                     **restart_summary(result),
                     "restart_note": planned.restart_note,
+                    "round_length": None if planned.round_choice is None else planned.round_choice.to_json(),
                     "warnings": warnings,
                 }
             )
@@ -209,6 +221,8 @@ def plan(
         return
     for warning in warnings:
         err.print(styled("[yellow]warning:[/] ") + one_line(warning), highlight=False, soft_wrap=True)
+    if planned.round_choice is not None:
+        out.print(planned.round_choice.reason, highlight=False, soft_wrap=True)
     _print_plan_summary(schedule, result, out_path, csv_path, estimated, planned.restart_note)
 
 
@@ -376,10 +390,13 @@ def plan_next_round_command(
     ),
     state_out: Annotated[Optional[Path], typer.Option(help="Write the new state here instead of over --state.")] = None,
     csv_path: Annotated[Optional[Path], typer.Option("--csv", help="Also write the flat per-GPU CSV view.")] = None,
-    round_s: Annotated[
-        Optional[float],
+    round_length_text: Annotated[
+        Optional[str],
         typer.Option(
-            "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length in seconds (default: the state's, else 360)."
+            "--round-length",
+            metavar="SECONDS|auto",
+            help="Round length in seconds (default: the state's, else 360), or 'auto': chosen now from the jobs "
+            "left and their restart costs, then kept in the state (docs/restarts.md).",
         ),
     ] = None,
     method: Annotated[Optional[str], typer.Option("--solver-method", help="HiGHS method: ipm or simplex.")] = None,
@@ -429,6 +446,8 @@ def plan_next_round_command(
     rota plan-next --state state.json ... --restart-cost 120 --migration-aware
     """
 
+    parsed = None if round_length_text is None else parse_round_length(round_length_text)
+    round_s = None if parsed == AUTO else parsed
     target = state_out or state
     if not state.exists() and (jobs is None or table is None or cluster is None):
         # before the lock: a call that cannot start leaves no lock file beside a state that does not exist
@@ -457,6 +476,7 @@ def plan_next_round_command(
             None if no_observed else observed_min,
             restart_cost,
             migration_aware,
+            parsed == AUTO,
         )
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
@@ -492,6 +512,7 @@ def _plan_next(
     observed_min,
     restart_cost=None,
     migration_aware=None,
+    round_auto=False,
 ):
     table_path = table or state_input(saved and saved.get("inputs"), "table", state)
     cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
@@ -530,6 +551,7 @@ def _plan_next(
         observed_min=observed_min,
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
+        round_auto=round_auto,
     )
 
 

@@ -7,8 +7,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from planner.cli.common import MAX_ROUND_S, err, one_line, state_input
+from planner.cli.common import err, one_line, state_input
 from planner.cli.plan import MIGRATION_AWARE_KEPT_OPTION, RESTART_COST_KEPT_OPTION
+from planner.cli.round_length import AUTO, parse_round_length
 from planner.errors import InputError
 from planner.formats.state import StateDocument
 from planner.launch import launcher_name, make_launcher
@@ -42,10 +43,13 @@ def run_command(
     policy: Annotated[
         Optional[str], typer.Option("--policy", "-p", help="Policy (default: the state's, else max_min_fairness_perf).")
     ] = None,
-    round_s: Annotated[
-        Optional[float],
+    round_length_text: Annotated[
+        Optional[str],
         typer.Option(
-            "--round-length", min=1.0, max=MAX_ROUND_S, help="Round length in seconds (default: the state's, else 360)."
+            "--round-length",
+            metavar="SECONDS|auto",
+            help="Round length in seconds (default: the state's, else 360), or 'auto': chosen at the run's first "
+            "round from the jobs left and their restart costs, then kept in the state (docs/restarts.md).",
         ),
     ] = None,
     work_dir: Annotated[
@@ -118,6 +122,7 @@ def run_command(
     rota run slurm --state run/state.json ... --restart-cost 120 --migration-aware
     """
     name = launcher_name(launcher)
+    round_s = None if round_length_text is None else parse_round_length(round_length_text)
     saved = read_state(state) if state.exists() else None
     table_path = table or state_input(saved and saved.get("inputs"), "table", state)
     cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
@@ -158,7 +163,8 @@ def run_command(
         cluster=cluster_path,
         jobs=jobs,
         policy=policy,
-        round_s=round_s,
+        round_s=None if round_s == AUTO else round_s,
+        round_auto=round_s == AUTO,
         max_failures=max_failures,
         retry=list(retry or []),
         export_options=options,

@@ -56,6 +56,7 @@ class RunConfig:
     jobs: Path | None = None
     policy: str | None = None
     round_s: float | None = None
+    round_auto: bool = False  # --round-length auto: chosen at this run's first plan, then the state's
     max_failures: int = DEFAULT_MAX_FAILURES
     retry: list[str] = field(default_factory=list)
     export_options: dict[str, Any] = field(default_factory=dict)
@@ -326,7 +327,9 @@ class RunLoop:
             resolve=changes.summary() if changes and self.document is not None else None,
             restart_cost_s=self.config.restart_cost_s,
             migration_aware=self.config.migration_aware,
+            round_auto=self.config.round_auto,
         )
+        self.config.round_auto = False  # chosen once per run
         self.config.retry = []
         notes = result.notes
         if result.restart_note and not self.restart_noted:  # once per run, not every round

@@ -9,13 +9,14 @@ GPU time used, the heterogeneity-aware vs agnostic ratios, and a recommendation.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from planner.errors import InputError, SolverError
 from planner.formats.cluster import Cluster
 from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
+from planner.modes.round_length import choose_for_simulation
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.policies import POLICY_NAMES
 from planner.policies.lp import DEFAULT_METHOD
@@ -62,6 +63,7 @@ class PolicyOutcome:
     restarts: int | None = None  # (re)starts on GPUs a job did not hold the round before
     restarts_across_types: int | None = None
     goodput: float | None = None  # GPU time not lost to restarts, over GPU time used
+    round_s: float | None = None  # the round length simulated (--round-length auto: chosen per policy)
 
     def value(self, objective: Objective) -> float | None:
         return {"jct": self.jct_mean_s, "makespan": self.makespan_s, "cost": self.cost}[objective]
@@ -197,13 +199,15 @@ def compare_policies(
     gavel_compat: bool = False,
     restart_cost_s: float | None = None,
     migration_aware: bool = False,
+    round_auto: bool = False,
     on_policy: Callable[[PolicyOutcome, int, int], None] | None = None,
 ) -> Comparison:
     """Simulate `jobs` under each policy; `on_policy(outcome, done, total)` reports progress.
 
     Restarts cost `restart_cost_s` (None: the table's restart columns, the cluster's
     restart_s); when nothing gives a cost they are still counted, at 0 s, and the
-    comparison's `restart_note` says so."""
+    comparison's `restart_note` says so. `round_auto`: each policy runs at the round length
+    `--round-length auto` chooses for it (planner/modes/round_length.py)."""
     check_policies(policies)
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; use one of {', '.join(OBJECTIVES)}", field="--objective")
@@ -222,7 +226,12 @@ def compare_policies(
             restart_cost_s=counted,
             migration_aware=migration_aware,
         )
+        if round_auto:
+            config = replace(
+                config, round_s=choose_for_simulation(table, cluster, Workload(jobs=list(jobs)), config).round_s
+            )
         outcomes.append(run_policy(table, cluster, jobs, config))
+        outcomes[-1].round_s = config.round_s
         if on_policy is not None:
             on_policy(outcomes[-1], k, len(policies))
     recommended, reason = recommend(outcomes, objective)

@@ -48,6 +48,7 @@ from planner.formats.state import STATE_FORMAT, LastPlan, LaunchEntry, ObservedE
 from planner.formats.table import JobType, ThroughputTable
 from planner.modes.collector import collector_paused
 from planner.modes.plan import build_schedule, check_csv_pair
+from planner.modes.round_length import choose_round_length
 from planner.modes.state import (
     Progress,
     apply_progress,
@@ -86,11 +87,15 @@ class NextRound:
     restarts: RestartEntry | None = None  # the state's restart books after this call
 
 
-def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
-    """A fresh policy from its name and saved options (method, aggregate, seed, ...);
-    options this version does not know are ignored."""
+def make_policy_options(options: dict[str, Any]) -> PolicyOptions:
+    """The saved policy options (method, aggregate, seed, ...); those this version does not know are ignored."""
     known = {f.name for f in dataclasses.fields(PolicyOptions)}
-    return make_policy(name, PolicyOptions(**{k: v for k, v in options.items() if k in known}))
+    return PolicyOptions(**{k: v for k, v in options.items() if k in known})
+
+
+def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
+    """A fresh policy from its name and saved options."""
+    return make_policy(name, make_policy_options(options))
 
 
 def next_round(
@@ -115,6 +120,7 @@ def next_round(
     resolve: str | None = None,
     restart_cost_s: float | None = None,
     migration_aware: bool | None = None,
+    round_auto: bool = False,
 ) -> NextRound:
     """Plan the next `rounds` rounds. `jobs` starts a fresh plan (no state) or, with a
     state, adds the jobs it does not know yet; `policy` / `round_s` None keep the state's.
@@ -129,7 +135,9 @@ def next_round(
 
     `restart_cost_s` (`--restart-cost`) and `migration_aware` are kept in the state; None
     keeps the state's (a fresh plan: no override, not migration-aware). The restarts the
-    engine charges are tallied across calls in the state."""
+    engine charges are tallied across calls in the state. `round_auto` (`--round-length auto`)
+    chooses the round length from the jobs left and their restart costs
+    (planner/modes/round_length.py); the state keeps the number chosen."""
     if rounds < 1:
         raise InputError(f"must be at least 1, got {rounds}", field="--rounds")
     with collector_paused():
@@ -163,6 +171,8 @@ def next_round(
                 session.notes.append(
                     f"observed throughputs changed ({len(decision.applied)} cell(s) now observed): re-solving"
                 )
+        if round_auto:
+            _choose_round_length(session, decision.table, cluster, restart)
         if launch is not None:
             session.launch = launch
         if resolve:
@@ -211,6 +221,28 @@ def _learn(
     }
     found, warnings = observe(saved.window, progress.jobs, table, skip=skip)
     return ObservedEntry(cells=record(saved.cells, found), applied=dict(saved.applied)), warnings
+
+
+def _choose_round_length(
+    session: _Session, table: ThroughputTable, cluster: Cluster, restart: RestartCosts | None
+) -> None:
+    """--round-length auto: the length `choose_round_length` picks for the jobs not yet done."""
+    engine = session.engine
+    waiting = [engine.outcomes[jid].job.with_progress(engine.outcomes[jid].steps_done) for jid in engine.active]
+    waiting += list(engine.pending)
+    choice = choose_round_length(
+        waiting,
+        table,
+        cluster,
+        session.policy_name,
+        restart,
+        migration_aware=session.restart.migration_aware,
+        policy_options=make_policy_options(session.options),
+        engine=engine.config,
+    )
+    session.notes.append(choice.reason)
+    if choice.round_s != engine.config.round_s:
+        engine.set_round_length(choice.round_s)
 
 
 def _restart_books(

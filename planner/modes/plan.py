@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -29,7 +30,8 @@ from planner.formats.schedule import AllocationRecord, Round, Schedule, read_sch
 from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
 from planner.modes.metrics import restart_metrics
 from planner.modes.metrics import utilisation as utilisation_since_start
-from planner.policies import make_policy
+from planner.modes.round_length import RoundLengthChoice, choose_round_length
+from planner.policies import PolicyOptions, make_policy
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, RoundRecord
 from planner.rounds.restart import charged_restarts, planned_restarts, unknown_cost_note
@@ -51,6 +53,8 @@ class PlanOptions:
     until_done: bool = False  # with `rounds`: still simulate to the end, for exact finish times
     restart_cost_s: float | None = None  # --restart-cost (None: the table's, the cluster's, else 0)
     migration_aware: bool = False
+    round_auto: bool = False  # --round-length auto: `round_s` is chosen from the jobs (modes/round_length.py)
+    horizon_s: float | None = None  # --horizon: `rounds` is this many seconds of rounds, once round_s is known
 
     def recorded(self) -> dict[str, Any]:
         """The options as the schedule file records them (restart options only when given)."""
@@ -59,6 +63,8 @@ class PlanOptions:
             restart["restart_cost_s"] = self.restart_cost_s
         if self.migration_aware:
             restart["migration_aware"] = True
+        if self.round_auto:
+            restart["round_length"] = "auto"  # round_s is what auto chose
         return {
             "solver_method": self.method,
             "aggregate": self.aggregate,
@@ -78,6 +84,7 @@ class PlanOutcome:
     estimated_used: int  # estimated table rows the plan could have read
     finish_estimated: set[str] = field(default_factory=set)  # jobs whose finish comes from their rate
     restart_note: str | None = None  # "restart cost unknown, assumed 0 s: ..." (None: a cost is known)
+    round_choice: RoundLengthChoice | None = None  # what --round-length auto chose, and why
 
 
 def plan_batch(
@@ -101,11 +108,34 @@ def plan_batch(
         entity_weights=options.entity_weights,
         entity_policies=options.entity_policies,
     )
-    only_asked = options.rounds is not None and not options.until_done
+    restart = charged_restarts(table, cluster, options.restart_cost_s, options.migration_aware, options.gavel_compat)
     config = EngineConfig(round_s=options.round_s)
+    choice = None
+    if options.round_auto:
+        choice = choose_round_length(
+            jobs,
+            table,
+            cluster,
+            options.policy,
+            restart,
+            migration_aware=options.migration_aware,
+            policy_options=PolicyOptions(
+                method=options.method,
+                aggregate=options.aggregate,
+                seed=options.seed,
+                gavel_compat=options.gavel_compat,
+                entity_weights=options.entity_weights,
+                entity_policies=dict(options.entity_policies),
+            ),
+            engine=config,
+        )
+        config = replace(config, round_s=choice.round_s)
+        options = replace(options, round_s=choice.round_s)
+    if options.horizon_s is not None:
+        options = replace(options, rounds=max(1, math.ceil(options.horizon_s / options.round_s)))
+    only_asked = options.rounds is not None and not options.until_done
     if only_asked and options.rounds is not None:
         config = replace(config, max_rounds=options.rounds)
-    restart = charged_restarts(table, cluster, options.restart_cost_s, options.migration_aware, options.gavel_compat)
     engine = Engine(table, cluster, policy, config, jobs, restart=restart, migration_aware=options.migration_aware)
     result = engine.run(on_round)
     estimates = estimate_finishes(engine) if only_asked else {}
@@ -122,7 +152,8 @@ def plan_batch(
     if restart is None and not options.gavel_compat:
         planned = planned_restarts(r.placements for r in result.rounds)
         note = unknown_cost_note(planned) if planned.starts else None
-    return PlanOutcome(schedule, result, jobs, estimated_rows_used(table, jobs, cluster), set(estimates), note)
+    used = estimated_rows_used(table, jobs, cluster)
+    return PlanOutcome(schedule, result, jobs, used, set(estimates), note, choice)
 
 
 def restart_summary(result: EngineResult) -> dict[str, Any]:
