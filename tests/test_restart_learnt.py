@@ -20,7 +20,7 @@ from planner.formats.cluster import read_cluster
 from planner.formats.jobs import read_jobs
 from planner.formats.progress import JobProgress
 from planner.formats.state import WindowEntry
-from planner.formats.table import JobType, read_table
+from planner.formats.table import JobType, ThroughputTable, read_table
 from planner.modes.next_round import next_round
 from planner.modes.state import Progress
 
@@ -60,6 +60,15 @@ def test_overhead_is_the_time_the_steps_do_not_account_for():
 )
 def test_what_is_not_a_measurement(entry, report):
     assert overheads([entry], {"j": report}, TABLE) == []
+
+
+def test_an_estimated_cell_teaches_no_restart_cost():
+    # An estimate may be off several times over; the overhead measured against it would be too.
+    rows = [dict(r, status="estimated") if r["worker_type"] == "a100" else r for r in TABLE.rows]
+    estimated = ThroughputTable(rows, path="estimated.csv")  # type: ignore[arg-type]
+    report = {"j": JobProgress(100 + RATE * 270, elapsed_s=360.0)}
+    assert overheads([_entry()], report, estimated) == []
+    assert len(overheads([_entry()], report, TABLE)) == 1
 
 
 def test_no_step_at_all_caps_the_overhead_at_the_seconds_run():

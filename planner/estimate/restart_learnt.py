@@ -21,7 +21,9 @@ What is not a measurement:
   allows: the table's rate is too slow for this job, so the overhead is not visible);
 * a report without `elapsed_s` of a job that finished (it stopped before the round ended) or
   that did exactly its planned steps (it may stop once it has: how long it ran is not known);
-* a cell the table has no rate for.
+* a cell the table has no rate for, or only an estimated one (an estimate may be off several
+  times over: the cell's observed median, planner/estimate/observed.py, replaces it once
+  enough reports exist, and from then on its restarts are measured too).
 An overhead above the reported seconds cannot be: it is capped there (the job did no step).
 
 Pure functions; no I/O.
@@ -32,10 +34,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from planner.estimate.observed import CellStats, stats
+from planner.estimate.observed import CellStats, is_estimate, stats
 from planner.formats.progress import JobProgress
-from planner.formats.state import RestartKey, WindowEntry
-from planner.formats.table import JobType, ThroughputTable, model_label
+from planner.formats.state import CellKey, RestartKey, WindowEntry
+from planner.formats.table import RUNNABLE_STATUSES, JobType, ThroughputTable, model_label, row_key
 
 KEEP = 50  # latest overheads kept per job type and worker type
 MIN_SECONDS = 1e-9
@@ -48,15 +50,14 @@ class Overhead:
     seconds: float  # per restart
 
 
-def cell_rate(table: ThroughputTable, entry: WindowEntry) -> float | None:
-    """The table's steps/s of the window entry's job in its cell (None: the table has none)."""
-    worker_type, model, batch, scale, partner, partner_batch = entry.cell
-    job_type = JobType(model, batch, scale)
-    if partner is None:
-        rate = table.solo(worker_type, job_type)
-    else:
-        rate = table.pair(worker_type, job_type, JobType(partner, partner_batch, scale))[0]
-    return rate if rate > 0 else None  # the table gives 0 for a cell it lacks
+def trusted_rates(table: ThroughputTable) -> dict[CellKey, float]:
+    """Steps/s of the table's cells that are measured or observed, not estimated: an estimate
+    may be off several times over, and so would be an overhead measured against it."""
+    return {
+        row_key(r): r["throughput"]
+        for r in table.rows
+        if r["status"] in RUNNABLE_STATUSES and not is_estimate(r) and r["throughput"] > 0
+    }
 
 
 def overheads(
@@ -67,6 +68,7 @@ def overheads(
 ) -> list[Overhead]:
     """The per-restart overheads `reports` show for the window's entries that (re)started."""
     skipped = set(skip)
+    rates = trusted_rates(table)
     found = []
     for entry in window:
         report = reports.get(entry.job_id)
@@ -76,7 +78,7 @@ def overheads(
         if report.elapsed_s is None and (report.finished or abs(steps - entry.planned_steps) < 1e-9):
             continue  # it may have stopped early, or at its planned steps: how long it ran is not known
         seconds = entry.seconds if report.elapsed_s is None else report.elapsed_s
-        rate = cell_rate(table, entry)
+        rate = rates.get(entry.cell)
         if rate is None or steps < 0 or not seconds > MIN_SECONDS:
             continue
         lost = seconds - steps / rate
