@@ -6,15 +6,24 @@
       k80:  {gpus: 4}                # one node of 4 GPUs, named k80-0
       p100: {gpus: 4, restart_s: 30} # seconds a job loses per (re)start here when the table has none
       h100: {gpus: 8, gpu_product: NVIDIA-H100-80GB-HBM3}   # Kubernetes node label value (optional)
+      a100: {gpus: 24, gpus_per_node: 8,
+             nodes: [{name: a100-0, switch: sw1, nvlink_domain: nvl0}, {name: a100-1, switch: sw1}, a100-2]}
 
-Errors name the file and the field path (e.g. worker_types.v100.gpus).
+A node in `nodes` is a name, or a mapping {name, switch, nvlink_domain} that also says which
+leaf switch it hangs off and which NVLink domain (a multi-node NVLink fabric) it belongs to.
+`WorkerType.nodes` stays the names; the domains are `WorkerType.domains` (node -> NodeDomains),
+holding only the nodes that declare one. The mechanism keeps a multi-node gang inside one
+domain (docs/placement.md); a type that names no switch at all is one flat network.
+
+Errors name the file and the field path (e.g. worker_types.v100.gpus, worker_types.a100.nodes[0].switch).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +45,15 @@ _WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour", "restart_
 # type, and names (worker types, nodes): printable, no line breaks, at most MAX_NAME characters.
 MAX_GPUS_PER_TYPE = 100_000
 MAX_NAME = 253
+_NODE_KEYS = ("name", "nvlink_domain", "switch")
+
+
+@dataclass(frozen=True)
+class NodeDomains:
+    """Where a node sits: its leaf switch and its NVLink domain (None: not declared)."""
+
+    switch: str | None = None
+    nvlink_domain: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +65,24 @@ class WorkerType:
     cost_per_gpu_hour: float | None = None
     restart_s: float | None = None  # default restart cost of a job here (None: unknown)
     gpu_product: str | None = None  # the GPU's product name as Kubernetes nodes are labelled with it
+    # node -> its switch / NVLink domain, only for nodes that declare one (not hashed: a dict)
+    domains: Mapping[str, NodeDomains] = field(default_factory=dict, hash=False)
+
+    @property
+    def has_switches(self) -> bool:
+        """Whether any node names its switch (if none does, the type is one flat network)."""
+        return any(d.switch is not None for d in self.domains.values())
+
+    def shared_domains(self, nodes: Iterable[str]) -> dict[str, str]:
+        """{"switch": s, "nvlink_domain": d}, each only where every node in `nodes` declares that same one."""
+        out: dict[str, str] = {}
+        listed = list(nodes)
+        none = NodeDomains()
+        for key in ("switch", "nvlink_domain"):
+            values = {getattr(self.domains.get(n, none), key) for n in listed}
+            if len(values) == 1 and (value := values.pop()) is not None:
+                out[key] = value
+        return out
 
     def gpu_slots(self) -> list[tuple[str, int]]:
         """Every GPU as (node name, local GPU index), node by node."""
@@ -107,15 +143,49 @@ def _check_name(name: str, at: Where, where: str) -> str:
     return name
 
 
-def _node_names(name: str, spec: dict[str, Any], n_nodes: int, at: Where, where: str) -> list[str]:
+def _node_names(
+    name: str, spec: dict[str, Any], n_nodes: int, at: Where, where: str
+) -> tuple[list[str], dict[str, NodeDomains]]:
+    """The node names, and the domains of the nodes given as mappings."""
     nodes = spec.get("nodes")
     if nodes is None:
-        return [f"{name}-{k}" for k in range(n_nodes)]
+        return [f"{name}-{k}" for k in range(n_nodes)], {}
     if not isinstance(nodes, list) or len(nodes) != n_nodes:
         raise at.error(f"{where}.nodes", f"expected a list of {n_nodes} node names (gpus / gpus_per_node)")
-    if any(isinstance(node, (dict, list)) for node in nodes):
-        raise at.error(f"{where}.nodes", "expected node names, found a mapping or list")
-    return [_check_name(str(node), at, f"{where}.nodes") for node in nodes]
+    names: list[str] = []
+    domains: dict[str, NodeDomains] = {}
+    for k, node in enumerate(nodes):
+        here = f"{where}.nodes[{k}]"
+        if isinstance(node, dict):
+            node_name, node_domains = _node_entry(node, at, here)
+            names.append(node_name)
+            if node_domains != NodeDomains():
+                domains[node_name] = node_domains
+        elif isinstance(node, list):
+            raise at.error(here, "expected a node name or a mapping {name, switch, nvlink_domain}, found a list")
+        else:
+            names.append(_check_name(str(node), at, f"{where}.nodes"))
+    return names, domains
+
+
+def _node_entry(node: dict[Any, Any], at: Where, where: str) -> tuple[str, NodeDomains]:
+    """One node given as {name, switch, nvlink_domain}."""
+    unknown = sorted(str(k) for k in node if k not in _NODE_KEYS)
+    if unknown:
+        raise at.error(f"{where}.{unknown[0]}", f"unknown key (expected {', '.join(_NODE_KEYS)})")
+    if "name" not in node:
+        raise at.error(f"{where}.name", "is required")
+    values: dict[str, str | None] = {}
+    for key in _NODE_KEYS:
+        value = node.get(key)
+        if value is None and key != "name":
+            values[key] = None
+            continue
+        # a name, as YAML writes it: text or a whole number (switch: 1), never a flag or a list
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise at.error(f"{where}.{key}", f"expected a name, got {short(value)}")
+        values[key] = _check_name(str(value), at, f"{where}.{key}")
+    return str(values["name"]), NodeDomains(values["switch"], values["nvlink_domain"])
 
 
 def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> WorkerType:
@@ -130,7 +200,7 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     )
     if gpus % per_node:
         raise at.error(f"{where}.gpus_per_node", f"{gpus} GPUs do not split into nodes of {per_node}")
-    nodes = _node_names(name, spec, gpus // per_node, at, where)
+    nodes, domains = _node_names(name, spec, gpus // per_node, at, where)
     for node in nodes:
         if node in seen_nodes:
             raise at.error(f"{where}.nodes", f"node name {short(node)} also used by {seen_nodes[node]}")
@@ -146,7 +216,7 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
         if not isinstance(product, str):
             raise at.error(f"{where}.gpu_product", f"expected a product name such as Tesla-T4, got {short(product)}")
         product = _check_name(product, at, f"{where}.gpu_product")
-    return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart, product)
+    return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart, product, domains)
 
 
 def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
