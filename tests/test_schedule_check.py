@@ -135,6 +135,8 @@ BROKEN = {
     "steps": _set(["rounds", 0, "assignments", 1, "planned_steps"], {"a2": 17, "b1": 120}),  # 15.5 left
     "rounds": _set(["rounds", 1, "index"], 7),
     "structure": _set(["rounds", 0, "assignments", 0, "planned_steps"], {}),
+    "topology": _set(["rounds", 1, "assignments", 1, "switch"], "sw1"),  # fast's nodes declare no switch
+    "unplaced": _set(["rounds", 1, "unplaced"], [{"jobs": ["a1"], "worker_type": "fast", "gpus": 1, "reason": "r"}]),
 }
 
 

@@ -46,6 +46,20 @@ class Assignment(TypedDict):
     node: NotRequired[str]  # the gang's node(s), '+'-joined in placement order
     gpus: list[Gpu]
     planned_steps: dict[str, int | float]  # job id -> steps this round
+    # A gang over several nodes: the leaf switch / NVLink domain all of them share (cluster spec),
+    # so a launcher can ask for it (Slurm --switches=1, Kubernetes topology hints) without the spec.
+    switch: NotRequired[str]
+    nvlink_domain: NotRequired[str]
+
+
+class UnplacedEntry(TypedDict):
+    """A job (or co-located pair) the round chose on a worker type that got no GPUs: no node
+    (or domain) had room for its whole gang. It does not run this round."""
+
+    jobs: list[str]
+    worker_type: str
+    gpus: int  # the gang's size
+    reason: str
 
 
 class Round(TypedDict):
@@ -53,6 +67,7 @@ class Round(TypedDict):
     start_s: float
     end_s: float
     assignments: list[Assignment]
+    unplaced: NotRequired[list[UnplacedEntry]]  # only where some chosen job could not be placed
 
 
 class JobEntry(TypedDict, total=False):
@@ -158,7 +173,26 @@ def round_problem(rnd: Any) -> str | None:
         or not isinstance(rnd.get("assignments"), list)
     ):
         return "needs index, start_s, end_s, assignments"
+    unplaced = rnd.get("unplaced", [])
+    if not isinstance(unplaced, list) or not all(_is_unplaced(u) for u in unplaced):
+        return "'unplaced' must be a list of {jobs, worker_type, gpus, reason}"
     return None
+
+
+def _is_unplaced(u: Any) -> bool:
+    if not isinstance(u, dict):
+        return False
+    jobs, gpus = u.get("jobs"), u.get("gpus")
+    return (
+        isinstance(jobs, list)
+        and bool(jobs)
+        and all(isinstance(j, str) for j in jobs)
+        and isinstance(u.get("worker_type"), str)
+        and isinstance(gpus, int)
+        and not isinstance(gpus, bool)
+        and gpus > 0
+        and isinstance(u.get("reason"), str)
+    )
 
 
 def _is_gpu(g: Any) -> bool:
@@ -189,6 +223,9 @@ def assignment_problem(a: Any) -> str | None:
         nodes = "+".join(dict.fromkeys(g["node"] for g in gpus))
         if a["node"] != nodes:
             return f"assignment of {label}: 'node' is {short(a['node'])} but its GPUs are on {nodes}"
+    for key in ("switch", "nvlink_domain"):
+        if key in a and not (isinstance(a[key], str) and a[key]):
+            return f"assignment of {label}: '{key}' must be a non-empty string"
     return None
 
 

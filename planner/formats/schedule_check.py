@@ -7,7 +7,9 @@ round and not before it arrives; a gang has exactly its scale factor of GPUs,
 all on nodes of the assignment's worker type; at most two jobs share GPUs, and
 only where the table has a co-located throughput for the pair (solo jobs: a
 positive solo throughput); planned steps are positive and never exceed the
-steps a job has left.
+steps a job has left; a gang's `switch` / `nvlink_domain` is one every node
+of it has in the cluster spec; a job listed as not placed in a round does not
+also run in it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from planner.formats.cluster import Cluster
+from planner.formats.cluster import Cluster, NodeDomains
 from planner.formats.fields import is_number, short
 from planner.formats.schedule import (
     Assignment,
@@ -44,6 +46,8 @@ KINDS = {
     "pair": "co-located jobs without a pair throughput in the table (or more than two)",
     "throughput": "a job on a worker type where it cannot run",
     "steps": "planned steps not positive, or more than the job has left",
+    "topology": "a gang's switch or NVLink domain that not all of its nodes have in the cluster",
+    "unplaced": "a job listed as not placed in a round that also runs in it",
 }
 
 
@@ -146,9 +150,34 @@ def _check_round(rnd: Round, context: _Context) -> list[Violation]:
             out.append(Violation("structure", problem, r))
             continue
         out += _check_gpus(a, r, context, held)
+        out += _check_topology(a, r, context)
         out += _check_jobs(a, rnd, context, seen)
         out += _check_throughput(a, r, context)
         out += _check_steps(a, r, context)
+    for u in rnd.get("unplaced", []):
+        for jid in u["jobs"]:
+            if jid in seen:
+                out.append(Violation("unplaced", f"{jid} is listed as not placed but runs in this round", r))
+    return out
+
+
+def _check_topology(a: Assignment, r: int, context: _Context) -> list[Violation]:
+    """A declared switch / NVLink domain is the one every node of the gang has."""
+    spec = context.cluster.worker_types.get(a["worker_type"])
+    if spec is None:
+        return []  # reported by _check_gpus
+    out = []
+    none = NodeDomains()
+    for key in ("switch", "nvlink_domain"):
+        declared = a.get(key)
+        if declared is None:
+            continue
+        for node in dict.fromkeys(g["node"] for g in a["gpus"]):
+            actual = getattr(spec.domains.get(node, none), key)
+            if actual != declared:
+                label = "+".join(a["jobs"])
+                has = f"is on {short(actual)}" if actual is not None else "declares none"
+                out.append(Violation("topology", f"{label} says {key} {short(declared)} but {node} {has}", r))
     return out
 
 

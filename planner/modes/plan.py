@@ -286,7 +286,7 @@ def build_schedule(
 
 
 def _round_record(r: RoundRecord) -> Round:
-    return {
+    rnd: Round = {
         "index": r.index,
         "start_s": r.start_s,
         "end_s": r.end_s,
@@ -297,10 +297,14 @@ def _round_record(r: RoundRecord) -> Round:
                 "node": _nodes(p.gpus),
                 "gpus": [{"node": n, "gpu": g} for n, g in p.gpus],
                 "planned_steps": {jid: r.planned_steps[jid] for jid in p.jobs},
+                **r.domains.get(p.jobs, {}),  # type: ignore[typeddict-item]  # switch, nvlink_domain: str
             }
             for p in r.placements
         ],
     }
+    if r.unplaced:  # chosen, but no whole nodes had room: they wait this round
+        rnd["unplaced"] = [u.to_json() for u in r.unplaced]
+    return rnd
 
 
 def _rounded_rows(x: Any) -> list[list[float]]:

@@ -5,6 +5,15 @@ round follows spec §5.6: a job on a type with throughput r runs
 n = min(floor(r·τ), steps left) steps; the round ends when its slowest job does.
 The policy is re-solved whenever the job set changes (arrival or completion),
 no more often than `min_resolve_interval_s` (Gavel used 1920 s).
+
+Placement keeps gangs whole (planner.rounds.mechanism): an entry the fill chose
+that finds no room does not run that round (`RoundRecord.unplaced` says why; its
+books simply record no service), and the GPUs it leaves go to the next entries
+in the fill's order. A gang spread over nodes that share no domain runs at the
+table's spread throughput, the `<type>_unconsolidated` rows of Gavel's table
+(the only form a table states it in); without such a row a gang bigger than a
+node runs only inside one domain. Gavel's compatibility mode keeps Gavel's
+placement (a gang no node fits spills over nodes at the table's throughput).
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from planner.rounds.mechanism import (
     MechanismSnapshot,
     Placement,
     RoundMechanism,
+    Unplaced,
     visiting_order,
 )
 from planner.rounds.restart import RestartCosts
@@ -72,6 +82,9 @@ class RoundRecord:
     placements: list[Placement]
     # Whole steps; Gavel's compat mode runs the exact, possibly fractional, remainder.
     planned_steps: dict[str, float]
+    unplaced: list[Unplaced] = field(default_factory=list)  # chosen, but no whole nodes had room
+    # per multi-node placement: the switch / NVLink domain all its nodes share (schedule fields)
+    domains: dict[Key, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -202,6 +215,8 @@ class Engine:
         self._runnable: dict[Key, np.ndarray] = {}  # per entry: types where every member runs
         self._rates_by_types: dict[tuple[int, ...], list[tuple[float, ...]]] = {}  # shared by entries
         self._runnable_by_types: dict[tuple[int, ...], np.ndarray] = {}
+        self._spread_by_types: dict[tuple[int, ...], list[tuple[float, ...]]] = {}  # `<type>_unconsolidated`
+        self._with_domains = any(spec.domains for spec in cluster.worker_types.values())
         self._type_numbers: dict[JobType, int] = {}  # job type -> small number, in order of first sight
         self._numbered_types: list[JobType] = []
         self._type_number: dict[str, int] = {}  # job id -> its type's number
@@ -388,11 +403,46 @@ class Engine:
         return rates
 
     def _rate(self, types: tuple[JobType, ...], w: str) -> tuple[float, ...]:
-        if self.cluster.capacity(w) < types[0].scale_factor:
+        size = types[0].scale_factor
+        if self.cluster.capacity(w) < size or (
+            # rota keeps gangs whole: one bigger than every domain runs only where spreading is stated
+            not self.config.gavel_compat
+            and not self.mech.topology(w).can_consolidate(size)
+            and min(self._table_rate(types, f"{w}_unconsolidated")) <= 0
+        ):
             return tuple(0.0 for _ in types)
+        return self._table_rate(types, w)
+
+    def _table_rate(self, types: tuple[JobType, ...], w: str) -> tuple[float, ...]:
         if len(types) == 1:
             return (self.table.solo(w, types[0]),)
         return self.table.pair(w, types[0], types[1])
+
+    def _hide_unplaceable(self, throughput: np.ndarray, scale: np.ndarray, jobs: Sequence[Job]) -> None:
+        """Zero (in place) the throughput of gangs on types where whole-gang placement can never
+        run them (bigger than every domain, no spread throughput): the policy then allocates
+        their time where they can run (FIFO, for one, never runs a job where it gave it none)."""
+        for j, w in enumerate(self.types):
+            topology = self.mech.topology(w)
+            largest = max(topology.per_node, topology.widest * topology.per_node)  # a whole domain
+            for i in np.flatnonzero(scale > largest).tolist():
+                if self.table.solo(f"{w}_unconsolidated", jobs[i].job_type) <= 0:
+                    throughput[i, j] = 0.0
+
+    def spread_rate(self, key: Key, j: int) -> tuple[float, ...]:
+        """Steps/s of each member of `key` as a gang spread over nodes of type j that share no
+        domain: the table's `<type>_unconsolidated` rows; zeros where it states none."""
+        types = self._job_types(key)
+        rates = self._spread_by_types.get(types)
+        if rates is None:
+            job_types = tuple(self._numbered_types[n] for n in types)
+            rates = self._spread_by_types[types] = [
+                self._table_rate(job_types, f"{w}_unconsolidated") for w in self.types
+            ]
+        return rates[j]
+
+    def _spread_ok(self, key: Key, j: int) -> bool:
+        return min(self.spread_rate(key, j)) > 0
 
     # one round -------------------------------------------------------------
     def _pull(self) -> None:
@@ -430,6 +480,8 @@ class Engine:
         current = list(self.active.values())
         remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done for jid in self.active}
         problem = build_problem(current, self.decision_table, self.cluster, now=t, remaining=remaining)
+        if not self.config.gavel_compat:
+            self._hide_unplaceable(problem.throughput, problem.scale, current)
         allocation = self.policy.allocate(problem)
         alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
         for pair, row in (allocation.pair_x or {}).items():
@@ -486,16 +538,7 @@ class Engine:
                 n = len(mech.keys)
                 self._ok = np.array([runnable[k] for k in mech.keys], dtype=bool).reshape(n, len(self.types))
                 self._entries_version = mech.version
-            if self.migration_aware:
-                costs = self._entry_costs()
-                chosen = mech.select_migration_aware(
-                    self._visiting_order(), scale, runnable, costs, self._clock(), fifo=self.policy.fifo
-                )
-                protected = [key for key, p in mech.previous.items() if key in costs and self._costs_on(key, p)]
-                placements = mech.place(chosen, scale, allocated_only=compat, protected=protected)
-            else:
-                chosen = mech.select(self._visiting_order(), scale, runnable, fifo=self.policy.fifo, ok=self._ok)
-                placements = mech.place(chosen, scale, allocated_only=compat)
+            placements = self._choose_and_place()
             if placements:
                 return self._execute(placements, held)
             if self.pending:
@@ -508,6 +551,27 @@ class Engine:
                 "no remaining job can be placed on the cluster "
                 f"({', '.join(sorted(self.active))}); check the policy and the job sizes"
             )
+
+    def _choose_and_place(self) -> list[Placement]:
+        """This round's fill and placement (plus the backfill of GPUs a chosen gang left)."""
+        mech, compat, fifo = self.mech, self.config.gavel_compat, self.policy.fifo
+        runnable, scale = self._runnable, self._scale
+        order = self._visiting_order()
+        spread_ok = None if compat else self._spread_ok
+        whole = not compat  # Gavel's spill placement in its compatibility mode
+        if self.migration_aware:
+            costs = self._entry_costs()
+            chosen = mech.select_migration_aware(order, scale, runnable, costs, self._clock(), fifo=fifo)
+            protected = [key for key, p in mech.previous.items() if key in costs and self._costs_on(key, p)]
+            placements = mech.place(
+                chosen, scale, allocated_only=compat, protected=protected, whole_gangs=whole, spread_ok=spread_ok
+            )
+        else:
+            chosen = mech.select(order, scale, runnable, fifo=fifo, ok=self._ok)
+            placements = mech.place(chosen, scale, allocated_only=compat, whole_gangs=whole, spread_ok=spread_ok)
+        if mech.unplaced:  # GPUs a gang could not use go to the next entries in the fill's order
+            placements = placements + mech.backfill(order, scale, fifo=fifo, spread_ok=spread_ok)
+        return placements
 
     # restarts --------------------------------------------------------------
     def _held(self) -> dict[str, tuple[str, frozenset[Gpu]]]:
@@ -562,6 +626,7 @@ class Engine:
         origin = self._round_origin if compat else t
         busy = self.busy
         floor, ceil, rates, inf = math.floor, math.ceil, self._rates, math.inf
+        spread = self.mech.spread  # gangs over nodes that share no domain: the table's spread rates
         # One pass: every job is in one placement, so its progress can be booked at once; the
         # finished jobs leave after the round's times are recorded, in the order they were found.
         for p in placements:
@@ -569,6 +634,8 @@ class Engine:
             j = type_index[w]
             cached = rates.get(key)
             per_job = cached[j] if cached is not None else self.rate(key, j)
+            if spread and key in spread:
+                per_job = self.spread_rate(key, j)
             if held is None and len(key) == 1:  # a job alone, no restart costs: the common case, inlined
                 jid, r = key[0], per_job[0]
                 out = outcomes[jid]
@@ -591,7 +658,9 @@ class Engine:
             elapsed.append(spent := slowest - origin)
             busy[w] += spent * len(p.gpus)
         end = max(ends)
-        record = RoundRecord(self.n_rounds, t, end, placements, planned)
+        record = RoundRecord(self.n_rounds, t, end, placements, planned, list(self.mech.unplaced))
+        if self._with_domains:
+            record.domains = self._shared_domains(placements)
         self.n_rounds += 1
         if self.config.keep_rounds:
             self.rounds.append(record)
@@ -603,6 +672,16 @@ class Engine:
             self._complete(*finished)
         self.t = end
         return record
+
+    def _shared_domains(self, placements: list[Placement]) -> dict[Key, dict[str, str]]:
+        """The switch / NVLink domain shared by all nodes of each multi-node placement."""
+        out: dict[Key, dict[str, str]] = {}
+        for p in placements:
+            if len(p.gpus) > 1:
+                nodes = dict.fromkeys(node for node, _ in p.gpus)
+                if len(nodes) > 1 and (shared := self.cluster.worker_types[p.worker_type].shared_domains(nodes)):
+                    out[p.jobs] = shared
+        return out
 
     def _progress(
         self,

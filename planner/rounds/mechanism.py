@@ -7,16 +7,36 @@ fills leftover GPUs. Types are filled greedily in a visiting order derived from
 the data (fastest first), then entries are placed onto GPUs of concrete nodes:
 largest gangs first, a job keeps last round's GPUs when they are still free
 (lease extension), a new gang goes to the fullest node that still fits it.
+
+Whole gangs (rota's placement; Gavel's, with `whole_gangs=False`, spills a gang
+over the nodes with most GPUs free when no node fits it). The fill counts GPUs
+per type, not per node, so a chosen gang may find no node with room:
+- a gang that fits one node (scale factor <= GPUs per node) is never split;
+- a bigger gang takes the fewest nodes, ceil(size / per node), inside one
+  domain: an NVLink domain first, else a switch (a type that names no switch is
+  one flat network);
+- when no node (domain) has room, the gang takes the GPUs of lower-priority,
+  smaller entries placed before it (their leases; they are placed again after
+  it, elsewhere, or wait); failing that it waits this round (`Unplaced`, with
+  the reason), and `backfill` gives the GPUs it leaves idle to entries the fill
+  left out, in priority order, on whole nodes too;
+- a gang bigger than a node may spread over domains (or more nodes) only when
+  the table states its spread throughput: Gavel's `<type>_unconsolidated` rows
+  (the throughput of a gang whose GPUs are on different servers), which the
+  engine then uses for it; without one it waits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+import bisect
+import math
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.formats.cluster import Cluster
+from planner.formats.cluster import Cluster, WorkerType
+from planner.formats.schedule import UnplacedEntry
 
 Key = tuple[str, ...]
 Gpu = tuple[str, int]  # (node name, GPU index on that node)
@@ -31,6 +51,63 @@ class Placement:
     jobs: Key
     worker_type: str
     gpus: tuple[Gpu, ...]
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    """An entry the fill chose on a worker type that got no GPUs this round: it does not run
+    (its books see a round without service), and `reason` says why, in one line."""
+
+    jobs: Key
+    worker_type: str
+    gpus: int
+    reason: str
+
+    def to_json(self) -> UnplacedEntry:
+        return {"jobs": list(self.jobs), "worker_type": self.worker_type, "gpus": self.gpus, "reason": self.reason}
+
+
+# (entry, type index) -> whether the table states the entry's throughput as a spread gang there
+SpreadOk = Callable[[Key, int], bool]
+
+
+class Topology:
+    """The node groups of one worker type that a gang bigger than a node may use whole:
+    each NVLink domain of two or more nodes, then each switch (all nodes, when the type
+    names no switch: one flat network). Pure data, built once per type."""
+
+    def __init__(self, spec: WorkerType):
+        self.per_node = spec.gpus_per_node
+        nvlink: dict[str, list[str]] = {}
+        switch: dict[str, list[str]] = {}
+        for node in spec.nodes:
+            where = spec.domains.get(node)
+            if where is not None and where.nvlink_domain is not None:
+                nvlink.setdefault(where.nvlink_domain, []).append(node)
+            if where is not None and where.switch is not None:
+                switch.setdefault(where.switch, []).append(node)
+        switches = list(switch.values()) if spec.has_switches else [list(spec.nodes)]
+        self.flat = not spec.has_switches
+        # NVLink domains first: the faster fabric, tried before a switch.
+        self.groups: list[list[str]] = [g for g in nvlink.values() if len(g) > 1] + switches
+        self._sets = [frozenset(g) for g in self.groups]
+        self.widest = max((len(g) for g in self.groups), default=0)  # nodes in the largest group
+
+    def nodes_needed(self, size: int) -> int:
+        return math.ceil(size / self.per_node)
+
+    def can_consolidate(self, size: int) -> bool:
+        """Whether a gang of `size` fits, on an empty type, one node or one group."""
+        return size <= self.per_node or self.nodes_needed(size) <= self.widest
+
+    def consolidated(self, gpus: Sequence[Gpu]) -> bool:
+        """One node, or the fewest nodes inside one group: what the table's throughput means."""
+        nodes = {node for node, _ in gpus}
+        if len(nodes) == 1:
+            return True
+        if len(nodes) > self.nodes_needed(len(gpus)):
+            return False
+        return any(nodes <= group for group in self._sets)
 
 
 @dataclass
@@ -140,6 +217,15 @@ class RoundMechanism:
         self.worker_time = np.zeros(self.m)
         self.last_reset: float | None = None
         self.previous: dict[Key, Placement] = {}
+        # Last placement pass (whole gangs): entries chosen but not placed, and placed entries
+        # spread over domains (they run at the table's spread throughput).
+        self.unplaced: list[Unplaced] = []
+        self.spread: set[Key] = set()
+        # The last fill's ranking: (priority, deficit, allocation, runnable, entries version).
+        self._ranking: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int] | None = None
+        self._left: dict[int, FreeGpus] = {}  # per type index: GPUs the last placement left free
+        self._leases: dict[Key, Placement] = {}  # the leases the last placement started from
+        self._topologies: dict[str, Topology] = {}
 
     @property
     def _spent(self) -> np.ndarray:
@@ -373,6 +459,7 @@ class RoundMechanism:
         `ok`, if given, is `runnable` stacked in entry order (callers that keep it between rounds)."""
         keys = self.keys
         prio, deficit, alloc, ok = self._matrices(runnable, ok)
+        self._ranking = (prio, deficit, alloc, ok, self.version)  # placement and backfill rank by it
         free = self.cluster_capacity()
         taken: set[str] = set()
         chosen: list[tuple[Key, int]] = []
@@ -460,18 +547,28 @@ class RoundMechanism:
         *,
         allocated_only: bool = False,
         protected: Collection[Key] = (),
+        whole_gangs: bool = True,
+        spread_ok: SpreadOk | None = None,
     ) -> list[Placement]:
         """GPUs for the chosen entries; `allocated_only` (Gavel) never newly places one
         that is missing from the current allocation. `protected` entries that stay on their
         worker type keep last round's GPUs before any gang is placed (a move would cost them
-        a restart)."""
+        a restart). `whole_gangs` (rota; False: Gavel's spill) never splits a gang that fits a
+        node and keeps bigger ones on the fewest nodes of one domain; an entry that finds no
+        room goes to `unplaced`. `spread_ok(entry, type)`: the table states its spread throughput."""
         placements: list[Placement] = []
         by_type: dict[int, list[Key]] = {}
         for key, j in chosen:
             by_type.setdefault(j, []).append(key)
+        self.unplaced, self.spread, self._left = [], set(), {}
+        self._leases = self.previous  # last round's, for `backfill` (previous becomes this round's)
         for j, name in enumerate(self.types):
             here = by_type.get(j)
-            if here:
+            if not here:
+                continue
+            if whole_gangs:
+                self._place_whole(j, here, scale, allocated_only, protected, spread_ok, placements)
+            else:
                 self._place_on(name, here, scale, allocated_only, protected, placements)
         self.previous = {p.jobs: p for p in placements}
         return placements
@@ -485,7 +582,8 @@ class RoundMechanism:
         protected: Collection[Key],
         placements: list[Placement],
     ) -> None:
-        """Place the entries chosen on worker type `name` (in priority order), appending to `placements`."""
+        """Gavel's placement of the entries chosen on worker type `name` (in priority order),
+        appending to `placements`: a gang no node fits spills over the nodes with most free."""
         previous, alloc = self.previous, self.alloc
         spec = self.cluster.worker_types[name]
         free = FreeGpus(spec.nodes, spec.gpus_per_node)
@@ -534,6 +632,276 @@ class RoundMechanism:
                 rest.append(key)
         return rest
 
+    def topology(self, name: str) -> Topology:
+        topology = self._topologies.get(name)
+        if topology is None:
+            topology = self._topologies[name] = Topology(self.cluster.worker_types[name])
+        return topology
+
+    def _place_whole(
+        self,
+        j: int,
+        here: list[Key],
+        scale: Mapping[Key, int],
+        allocated_only: bool,
+        protected: Collection[Key],
+        spread_ok: SpreadOk | None,
+        placements: list[Placement],
+    ) -> None:
+        """Whole-gang placement of the entries chosen on type j (in priority order), appending
+        to `placements`; the order is the spill placement's (protected leases, then by size:
+        leases, then new gangs) wherever no gang needs room."""
+        name = self.types[j]
+        spec = self.cluster.worker_types[name]
+        step = _WholePass(self, j, FreeGpus(spec.nodes, spec.gpus_per_node), scale, spread_ok, here)
+        self._left[j] = step.free
+        held = step.held
+        pending: dict[int, list[Key]] = {}
+        for key in here:
+            if not (protected and key in protected and step.keep_lease(key)):
+                pending.setdefault(scale[key], []).append(key)
+        reordered: set[int] = set()  # sizes that got moved entries back: to sort into priority order
+        while pending:
+            size = max(pending)  # big gangs first, each in priority order
+            if size == 1:
+                fresh = step.keep_single_leases(pending.pop(size))
+            else:
+                fresh = [key for key in pending.pop(size) if not step.keep_lease(key)]
+            if size in reordered:
+                fresh.sort(key=step.position.__getitem__)
+            for key in fresh:
+                if allocated_only and key not in self.alloc:
+                    continue
+                if size == 1:  # the fill's counts leave a GPU for every chosen single-GPU entry
+                    held[key] = Placement(key, name, step.free.take_one())
+                    continue
+                for victim in step.place(key):  # entries moved to make room: placed again later
+                    pending.setdefault(scale[victim], []).append(victim)
+                    reordered.add(scale[victim])
+        placements.extend(held.values())
+
+    @staticmethod
+    def _why(name: str, size: int, topology: Topology, key: Key, evicted: Mapping[Key, Key]) -> str:
+        taker = evicted.get(key)
+        lost = f"its GPUs went to higher-priority {'+'.join(taker)}; " if taker else ""
+        if size <= topology.per_node:
+            return (
+                f"{lost}no {name} node had {size} GPUs free, nor could lower-priority smaller jobs move "
+                "(a gang that fits one node is not split)"
+            )
+        where = "" if topology.flat else " switch or NVLink domain"
+        return (
+            f"{lost}no {name}{where} had {topology.nodes_needed(size)} nodes with {size} GPUs free, nor could "
+            f"lower-priority smaller jobs move, and the table states no spread throughput ({name}_unconsolidated)"
+        )
+
+    def _rank(self, key: Key, j: int, position: Mapping[Key, int]) -> tuple:
+        """Sort key of an entry on type j, first = highest: the last fill's (priority, deficit,
+        allocation) descending, arrival order among ties; the chosen order without a fill."""
+        ranking = self._ranking
+        if ranking is None or ranking[4] != self.version:
+            return (position[key],)
+        i = self.rows[key]
+        return (-ranking[0][i, j], -ranking[1][i, j], -ranking[2][i, j], i)
+
+    def _room(
+        self,
+        key: Key,
+        j: int,
+        size: int,
+        free: FreeGpus,
+        topology: Topology,
+        held: Mapping[Key, Placement],
+        scale: Mapping[Key, int],
+        position: Mapping[Key, int],
+    ) -> list[Key]:
+        """The entries to move so the gang `key` gets whole nodes: only smaller entries it
+        outranks, the lowest-ranked first, on the node (or the fewest nodes of one group) where
+        that moves the fewest GPUs; [] when no such set makes room."""
+        mine = self._rank(key, j, position)
+        victims = [v for v in held if scale[v] < size and self._rank(v, j, position) > mine]
+        if not victims:
+            return []
+        victims.sort(key=lambda v: self._rank(v, j, position), reverse=True)  # lowest-ranked first
+        movable: dict[str, int] = {}  # node -> GPUs the victims hold there
+        for v in victims:
+            for node, _ in held[v].gpus:
+                movable[node] = movable.get(node, 0) + 1
+        if size <= topology.per_node:
+            targets = [[node] for node in free.nodes if len(free.free[node]) + movable.get(node, 0) >= size]
+        else:
+            need, targets = topology.nodes_needed(size), []
+            for group in topology.groups:
+                room = sorted(group, key=lambda n: -(len(free.free[n]) + movable.get(n, 0)))[:need]
+                if len(room) == need and sum(len(free.free[n]) + movable.get(n, 0) for n in room) >= size:
+                    targets.append(room)
+        best: tuple[int, int] | None = None
+        chosen: list[Key] = []
+        for nodes in targets:
+            inside = set(nodes)
+            have = sum(len(free.free[n]) for n in nodes)
+            moved: list[Key] = []
+            gpus_moved = 0
+            for v in victims:
+                if have >= size:
+                    break
+                gained = sum(1 for node, _ in held[v].gpus if node in inside)
+                if gained:
+                    moved.append(v)
+                    have += gained
+                    gpus_moved += len(held[v].gpus)
+            if have >= size and (best is None or (gpus_moved, len(moved)) < best):
+                best, chosen = (gpus_moved, len(moved)), moved
+        return chosen
+
+    def backfill(
+        self,
+        order: Sequence[int],
+        scale: Mapping[Key, int],
+        *,
+        fifo: bool = False,
+        spread_ok: SpreadOk | None = None,
+    ) -> list[Placement]:
+        """After a whole-gang `place` left chosen entries unplaced: the GPUs they would have had,
+        to entries the fill left out, by the fill's own ranking (per type in `order`), each on
+        whole nodes (its last round's GPUs when still free). Returns the new placements, which
+        become leases as `place`'s do."""
+        ranking, left = self._ranking, self._left
+        if ranking is None or ranking[4] != self.version or not self.unplaced:
+            return []
+        prio, deficit, alloc, ok = ranking[0], ranking[1], ranking[2], ranking[3]
+        taken = {jid for p in self.previous.values() for jid in p.jobs}
+        taken.update(jid for u in self.unplaced for jid in u.jobs)
+        keys, added = self.keys, []
+        for j in order:
+            free = left.get(j)
+            room = free.total() if free is not None else 0
+            if free is None or not room:
+                continue
+            name = self.types[j]
+            topology = self.topology(name)
+            ranked = np.lexsort((-alloc[:, j], -deficit[:, j], -prio[:, j]))
+            visit = ok[:, j] & (prio[:, j] > 0) if fifo else ok[:, j]
+            for i in ranked[visit[ranked]].tolist():
+                key = keys[i]
+                size = scale[key]
+                if size > room or not taken.isdisjoint(key):
+                    continue
+                before = self._leases.get(key)
+                gpus: tuple[Gpu, ...] | None
+                if (
+                    before is not None
+                    and before.worker_type == name
+                    and free.all_free(before.gpus)
+                    and (size == 1 or topology.consolidated(before.gpus))
+                ):
+                    gpus = before.gpus  # a lease extension: no restart
+                else:
+                    gpus = free.fit(size, topology.groups)
+                if gpus is None and size > topology.per_node and spread_ok is not None and spread_ok(key, j):
+                    gpus = free.spread(size)
+                    if gpus is not None and not topology.consolidated(gpus):
+                        self.spread.add(key)
+                if gpus is None:
+                    continue
+                free.claim(gpus)
+                room -= size
+                taken.update(key)
+                added.append(Placement(key, name, gpus))
+                if not room:
+                    break
+        self.previous.update((p.jobs, p) for p in added)
+        return added
+
+
+class _WholePass:
+    """One worker type's whole-gang placement pass (`RoundMechanism._place_whole`)."""
+
+    def __init__(
+        self,
+        mech: RoundMechanism,
+        j: int,
+        free: FreeGpus,
+        scale: Mapping[Key, int],
+        spread_ok: SpreadOk | None,
+        here: Sequence[Key],
+    ):
+        self.mech, self.j, self.free, self.scale, self.spread_ok = mech, j, free, scale, spread_ok
+        self.name = mech.types[j]
+        self.topology = mech.topology(self.name)
+        self._here = here
+        self._position: dict[Key, int] | None = None
+        self.held: dict[Key, Placement] = {}  # placed so far on this type, in placement order
+        self.evicted: dict[Key, Key] = {}  # entry -> the gang that took its GPUs
+
+    @property
+    def position(self) -> dict[Key, int]:
+        """Entry -> its place in the chosen order (built only when a gang needs room)."""
+        if self._position is None:
+            self._position = {key: i for i, key in enumerate(self._here)}
+        return self._position
+
+    def may_spread(self, key: Key) -> bool:
+        return self.scale[key] > self.topology.per_node and self.spread_ok is not None and self.spread_ok(key, self.j)
+
+    def keep_lease(self, key: Key) -> bool:
+        """Claim last round's GPUs if they are free and still a placement allowed here."""
+        before = self.mech.previous.get(key)
+        if before is None or before.worker_type != self.name or key in self.evicted:
+            return False
+        gpus = before.gpus
+        if not self.free.all_free(gpus):
+            return False
+        first = gpus[0][0]
+        if any(node != first for node, _ in gpus) and not self.topology.consolidated(gpus):
+            if not self.may_spread(key):
+                return False  # e.g. a split gang from a state planned before whole gangs
+            self.mech.spread.add(key)
+        self.free.claim(gpus)
+        self.held[key] = before
+        return True
+
+    def keep_single_leases(self, keys: Sequence[Key]) -> list[Key]:
+        """`keep_lease` for single-GPU entries (most entries, every round), inlined; the rest."""
+        previous, name, lists, held, evicted = self.mech.previous, self.name, self.free.free, self.held, self.evicted
+        fresh = []
+        for key in keys:
+            before = previous.get(key)
+            if before is not None and before.worker_type == name and key not in evicted:
+                node, g = before.gpus[0]
+                on_node = lists.get(node)
+                if on_node is not None and g in on_node:
+                    on_node.remove(g)
+                    held[key] = before
+                    continue
+            fresh.append(key)
+        return fresh
+
+    def place(self, key: Key) -> list[Key]:
+        """Place a new gang (or record it unplaced); returns the entries it moved."""
+        size, free, topology, mech = self.scale[key], self.free, self.topology, self.mech
+        gpus = free.fit(size, topology.groups)
+        moved: list[Key] = []
+        if gpus is None:
+            moved = mech._room(key, self.j, size, free, topology, self.held, self.scale, self.position)
+            for victim in moved:
+                free.release(self.held.pop(victim).gpus)
+                mech.spread.discard(victim)
+                self.evicted[victim] = key
+            gpus = free.fit(size, topology.groups)
+        if gpus is None and self.may_spread(key):
+            gpus = free.spread(size)
+            if gpus is not None and not topology.consolidated(gpus):
+                mech.spread.add(key)
+        if gpus is None:
+            mech.unplaced.append(
+                Unplaced(key, self.name, size, mech._why(self.name, size, topology, key, self.evicted))
+            )
+            return moved
+        free.claim(gpus)
+        self.held[key] = Placement(key, self.name, gpus)
+        return moved
+
 
 def migration_pins(
     chosen: Sequence[tuple[Key, int]],
@@ -569,7 +937,16 @@ class FreeGpus:
 
     def __init__(self, nodes: Sequence[str], per_node: int):
         self.nodes = nodes
+        self.per_node = per_node
         self.free = {node: list(range(per_node)) for node in nodes}
+
+    def total(self) -> int:
+        return sum(len(gpus) for gpus in self.free.values())
+
+    def release(self, gpus: Sequence[Gpu]) -> None:
+        """Give back claimed GPUs (each list stays in GPU order)."""
+        for node, g in gpus:
+            bisect.insort(self.free[node], g)
 
     def all_free(self, gpus: Sequence[Gpu]) -> bool:
         return all(g in self.free.get(node, ()) for node, g in gpus)
@@ -608,3 +985,43 @@ class FreeGpus:
         if len(gpus) < size:
             raise RuntimeError(f"internal error: {size} GPUs selected but only {len(gpus)} free")
         return tuple(gpus)
+
+    def fit(self, size: int, groups: Sequence[Sequence[str]]) -> tuple[Gpu, ...] | None:
+        """`size` free GPUs, not claimed, never split more than needed: on one node when the
+        gang fits one (the fullest that has room), else on the fewest nodes of one group
+        (`Topology.groups`, the fullest group that has room); None where there is none."""
+        free = self.free
+        if size <= self.per_node:
+            best = None
+            for node in self.nodes:  # best fit keeps big holes for big gangs; first node wins ties
+                n = len(free[node])
+                if n >= size and (best is None or n < len(free[best])):
+                    best = node
+            return None if best is None else tuple((best, g) for g in free[best][:size])
+        need = math.ceil(size / self.per_node)
+        chosen: list[str] | None = None
+        fullest = 0
+        for group in groups:
+            nodes = sorted((n for n in group if free.get(n)), key=lambda n: -len(free[n]))
+            if len(nodes) < need or sum(len(free[n]) for n in nodes[:need]) < size:
+                continue
+            spare = sum(len(free[n]) for n in nodes)
+            if chosen is None or spare < fullest:
+                chosen, fullest = nodes, spare
+        if chosen is None:
+            return None
+        # the emptiest nodes whole, then the fullest node that holds the rest
+        gpus = [(n, g) for n in chosen[: need - 1] for g in free[n]]
+        rest = size - len(gpus)
+        last = min((n for n in chosen[need - 1 :] if len(free[n]) >= rest), key=lambda n: len(free[n]))
+        return tuple(gpus + [(last, g) for g in free[last][:rest]])
+
+    def spread(self, size: int) -> tuple[Gpu, ...] | None:
+        """`size` free GPUs on as few nodes as the free ones allow, any nodes (emptiest first),
+        not claimed; None when fewer are free."""
+        gpus: list[Gpu] = []
+        for node in sorted(self.nodes, key=lambda n: -len(self.free[n])):
+            gpus += [(node, g) for g in self.free[node][: size - len(gpus)]]
+            if len(gpus) == size:
+                return tuple(gpus)
+        return None
