@@ -97,6 +97,13 @@ def export_command(
             help="Kubernetes, Ray: pin pods / bundles to the planned nodes (kubernetes.io/hostname, node:NAME)."
         ),
     ] = True,
+    topology_label: Annotated[
+        str,
+        typer.Option(
+            help="Kubernetes: node label of the leaf switch, for the topology hints of a gang over several nodes "
+            "of one switch (Kueue podset-required-topology; Volcano networkTopology); '' leaves them out."
+        ),
+    ] = "network.topology.nvidia.com/leaf",
     accelerator_type: Annotated[
         Optional[list[str]], typer.Option(help="Ray: TYPE=ACCELERATOR (repeatable), default: the type upper-cased.")
     ] = None,
@@ -135,6 +142,7 @@ def export_command(
         shm=shm,
         shm_size=shm_size,
         pin_nodes=pin_nodes,
+        topology_label=topology_label,
         accelerator_type=list(accelerator_type or []),
         node_resource=node_resource,
         placement_timeout_s=placement_timeout,

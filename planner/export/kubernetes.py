@@ -16,6 +16,19 @@ Gangs (one pod per node of the placement, so per-node GPU counts are exact):
   node), or a `jobset.x-k8s.io/v1alpha2` JobSet with one replicated Job per node
   (Kueue admits all of it or nothing).
 
+Topology (a gang over several nodes whose schedule entry names the `switch` they share, from
+the cluster spec's node domains): the Job carries `rota/switch` and `rota/nvlink-domain`, and,
+unless `topology_label` is empty, the gang scheduler is told to keep the gang in one switch:
+- volcano: `spec.networkTopology: {mode: hard, highestTierAllowed: 1}`: all pods inside one
+  tier-1 HyperNode (Volcano's network topology aware scheduling; tier 1 must be the leaf switches);
+- kueue: every pod template gets `kueue.x-k8s.io/podset-required-topology: <topology_label>`
+  (Kueue's topology-aware scheduling: each PodSet inside one domain of that node label; default
+  `network.topology.nvidia.com/leaf`, the leaf-switch label NVIDIA's Topograph writes), and a
+  two-node gang's two PodSets share `kueue.x-k8s.io/podset-group-name` so Kueue puts them in the
+  same domain (Kueue groups exactly two PodSets; larger gangs rely on the pinned hostnames).
+Both need the scheduler's topology set up (HyperNodes; a TAS ResourceFlavor); without it such a
+gang waits, so `--topology-label ''` leaves the hints out.
+
 Gang contract (common.gang_env): one pod per node runs each job's command once,
 with ROTA_NODE_RANK = the pod's task / replicated-job index, ROTA_NUM_NODES,
 ROTA_MASTER_PORT and ROTA_MASTER_ADDR: rank 0's DNS name in a multi-node gang
@@ -91,6 +104,11 @@ GPU_PRODUCTS = {
     "l40s": "NVIDIA-L40S",
 }
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+# Topology hints for a gang over several nodes of one switch (see the module's doc).
+DEFAULT_TOPOLOGY_LABEL = "network.topology.nvidia.com/leaf"  # Topograph's leaf-switch node label
+KUEUE_REQUIRED_TOPOLOGY = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PODSET_GROUP = "kueue.x-k8s.io/podset-group-name"
+VOLCANO_SWITCH_TIER = 1  # the HyperNode tier of a leaf switch
 
 
 class _Dumper(yaml.SafeDumper):
@@ -378,6 +396,7 @@ def manifest(
     shm: bool = True,
     shm_size: str | None = None,
     template: PodTemplate | None = None,
+    topology_label: str | None = DEFAULT_TOPOLOGY_LABEL,
 ) -> dict:
     label = assignment_label(a)
     name = dns_name(f"rota-r{rnd['index']:04d}-{label}")
@@ -392,6 +411,9 @@ def manifest(
         "rota/planned-steps": json.dumps(a["planned_steps"], sort_keys=True),
         "rota/gpus": ",".join(f"{g['node']}:{g['gpu']}" for g in a["gpus"]),
     }
+    for key in ("switch", "nvlink_domain"):
+        if key in a:
+            meta["annotations"][f"rota/{key.replace('_', '-')}"] = a[key]
     nodes = gpus_by_node(a)
     pods = [
         _pod_template(
@@ -418,10 +440,13 @@ def manifest(
         )
         for k, (node, gpus) in enumerate(nodes)
     ]
+    one_switch = len(pods) > 1 and bool(a.get("switch")) and bool(topology_label)
     if gang == "volcano":
         spec: dict[str, Any] = {"schedulerName": "volcano", "minAvailable": len(pods), "maxRetry": 1}
         if queue:
             spec["queue"] = queue
+        if one_switch:  # every pod inside one leaf-switch HyperNode
+            spec["networkTopology"] = {"mode": "hard", "highestTierAllowed": VOLCANO_SWITCH_TIER}
         if len(pods) > 1:  # a headless service and DNS names for the pods (rank 0's is ROTA_MASTER_ADDR)
             spec["plugins"] = {"svc": []}
         # A pod ended by the round's deadline ends the gang; the next round starts it afresh.
@@ -432,6 +457,12 @@ def manifest(
         spec["tasks"] = [{"name": f"node{k}", "replicas": 1, "template": pod} for k, pod in enumerate(pods)]
         return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": meta, "spec": spec}
     meta["labels"][QUEUE_LABEL] = queue or "default"
+    if one_switch:  # Kueue TAS: each PodSet in one domain of the label; two PodSets as one group
+        for pod in pods:
+            hints = {KUEUE_REQUIRED_TOPOLOGY: str(topology_label)}
+            if len(pods) == 2:
+                hints[KUEUE_PODSET_GROUP] = name
+            pod["metadata"]["annotations"] = hints
     if len(pods) == 1:
         return {
             "apiVersion": "batch/v1",
@@ -643,6 +674,24 @@ def state_file(progress_dir: str | None) -> str:
     return f"{folder}-{STATE_FILE}" if folder != "/" else f"/{STATE_FILE}"
 
 
+def _check_names(
+    gang: str, label_key: str, topology_label: str | None, namespace: str | None, gpu_resource: str
+) -> None:
+    if gang not in GANGS:
+        raise InputError(f"unknown gang scheduler {gang!r}; use one of {', '.join(GANGS)}", field="--gang")
+    if not _LABEL_KEY.match(label_key):
+        raise InputError(f"{label_key!r} is not a valid label key", field="--label-key")
+    if topology_label and not _LABEL_KEY.match(topology_label):
+        raise InputError(
+            f"{topology_label!r} is not a valid label key (give '' to leave topology hints out)",
+            field="--topology-label",
+        )
+    if namespace and not (_DNS_LABEL.match(namespace) and len(namespace) <= 63):
+        raise InputError(f"{namespace!r} is not a valid namespace (a DNS label)", field="--namespace")
+    if not _LABEL_KEY.match(gpu_resource):
+        raise InputError(f"{gpu_resource!r} is not a valid resource name", field="--gpu-resource")
+
+
 def export_kubernetes(
     context: ExportContext,
     out_dir: Path,
@@ -661,16 +710,10 @@ def export_kubernetes(
     shm: bool = True,
     shm_size: str | None = None,
     nodes_json: str | Path | dict | None = None,
+    topology_label: str | None = DEFAULT_TOPOLOGY_LABEL,
     **_ignored,
 ) -> list[Path]:
-    if gang not in GANGS:
-        raise InputError(f"unknown gang scheduler {gang!r}; use one of {', '.join(GANGS)}", field="--gang")
-    if not _LABEL_KEY.match(label_key):
-        raise InputError(f"{label_key!r} is not a valid label key", field="--label-key")
-    if namespace and not (_DNS_LABEL.match(namespace) and len(namespace) <= 63):
-        raise InputError(f"{namespace!r} is not a valid namespace (a DNS label)", field="--namespace")
-    if not _LABEL_KEY.match(gpu_resource):
-        raise InputError(f"{gpu_resource!r} is not a valid resource name", field="--gpu-resource")
+    _check_names(gang, label_key, topology_label, namespace, gpu_resource)
     _check_image(image, "--image")
     _check_shm(shm, shm_size)
     products = parse_map(gpu_product, "--gpu-product")
@@ -718,6 +761,7 @@ def export_kubernetes(
                 shm=shm,
                 shm_size=shm_size,
                 template=template,
+                topology_label=topology_label,
             )
             problems = check_manifest(doc)
             if problems:  # a bad option value (e.g. a product label value) surfaces here
@@ -1121,11 +1165,13 @@ class _Checker:
             "maxRetry": False,
             "policies": False,
             "plugins": False,
+            "networkTopology": False,
             "tasks": True,
         }
         if not self.fields(spec, "spec", allowed):
             return
         self.volcano_policies(spec.get("policies", []))
+        self.network_topology(spec)
         plugins = spec.get("plugins", {})
         if not isinstance(plugins, dict) or not all(
             isinstance(v, list) and all(isinstance(a, str) for a in v) for v in plugins.values()
@@ -1151,6 +1197,17 @@ class _Checker:
                 self.pod_template(t.get("template"), f"{w}.template", ("Never", "OnFailure"))
         if isinstance(spec.get("minAvailable"), int) and spec["minAvailable"] > replicas:
             self.fail("spec.minAvailable", f"{spec['minAvailable']} is more than the {replicas} pods")
+
+    def network_topology(self, spec: dict) -> None:
+        """Volcano's job-level network topology: mode hard or soft; highestTierAllowed, a tier >= 1."""
+        if "networkTopology" not in spec:
+            return
+        topology, w = spec["networkTopology"], "spec.networkTopology"
+        if not self.fields(topology, w, {"mode": True, "highestTierAllowed": False}):
+            return
+        if topology["mode"] not in ("hard", "soft"):
+            self.fail(f"{w}.mode", f"must be hard or soft, got {topology['mode']!r}")
+        self.integer(topology, "highestTierAllowed", w, 1)
 
     def volcano_policies(self, policies: Any) -> None:
         """What Volcano's webhook checks: a known event and action, each event once, `*` alone."""

@@ -5,6 +5,10 @@ Each script asks for exactly the placement: the planned nodes (`--nodelist`) and
 hold different counts (a heterogeneous job would wait for Slurm's backfill pass, up to a minute).
 Inside the allocation `srun` starts the task once per node; the task finds its rank and the GPUs
 Slurm really gave it, then runs the launch wrapper (common.launch_script) with the commands.
+A gang over several nodes that share a leaf switch (the schedule's `switch`, from the cluster
+spec's node domains) also asks for `--switches=1`: under Slurm's topology/tree plugin, at most
+one leaf switch. The planned nodes already share one; should the site's topology.conf disagree,
+Slurm holds the job up to its maximum switch wait, then runs it anyway.
 
 The round's clock is the driver's (slurm_driver.py): Slurm rounds `--time` up to minutes and
 sends `--signal` warnings up to a minute early, so the driver itself sends SIGTERM at the
@@ -131,6 +135,8 @@ def batch_script(
         gpus,
         f"--time={time_limit(context.round_s)}",
     ]
+    if len(nodes) > 1 and assignment.get("switch"):  # one leaf switch (topology/tree)
+        options.append("--switches=1")
     if partition:
         options.append(f"--partition={checked_name(partition, field='--partition')}")
     if account:
