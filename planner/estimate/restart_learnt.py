@@ -138,7 +138,7 @@ def restart_rows(samples: Mapping[RestartKey, list[float]], min_count: int) -> l
                 "restarts": s.count,
                 "median_s": s.median,
                 "iqr_s": s.iqr,
-                "source": f"learnt from {s.count} progress reports of rounds with a restart",
+                "source": f"learnt: median of {s.count} restart(s) in progress reports",
             }
         )
     return rows

@@ -71,6 +71,7 @@ from planner.rounds.restart import (
 )
 
 DEFAULT_POLICY = "max_min_fairness_perf"
+LEARNT_SHOWN = 3  # learnt restart costs a note names (the state and 'rota table observed --restarts' have all)
 
 
 @dataclass
@@ -290,14 +291,16 @@ def _learn_restarts(
     books.learnt = record_overheads(books.learnt, overheads(window, progress.jobs, table, skip=skip))
     if observed_min is None:
         return []
-    notes = []
-    for key, s in overhead_stats(books.learnt).items():
-        if s.count >= minimum and (key[0], JobType(*key[1:])) not in before:
-            notes.append(
-                f"restart cost of {describe_key(key)} learnt: {s.median:.0f} s "
-                f"(median of {s.count} restarts, IQR {s.iqr:.0f} s)"
-            )
-    return notes
+    new = [
+        (key, stats)
+        for key, stats in overhead_stats(books.learnt).items()
+        if stats.count >= minimum and (key[0], JobType(*key[1:])) not in before
+    ]
+    if not new:
+        return []
+    shown = ", ".join(f"{describe_key(key)} {stats.median:.0f} s" for key, stats in new[:LEARNT_SHOWN])
+    more = f" and {len(new) - LEARNT_SHOWN} more" if len(new) > LEARNT_SHOWN else ""
+    return [f"restart cost learnt from reports (median overhead), charged from now on: {shown}{more}"]
 
 
 def _retry(session: _Session, document: StateDocument, retry: Sequence[str], path: object) -> None:
