@@ -135,7 +135,7 @@ def _write_cluster(tmp_path: Path, text: str) -> Path:
         ("worker_types:\n  v100: &s {gpus: 4}\n  k80: *s\n", "aliases"),
         ('worker_types:\n  "a\\nb": {gpus: 2}\n', "not a valid name"),
         ('worker_types:\n  v100: {gpus: 2, gpus_per_node: 1, nodes: ["n0\\ntouch x", n1]}\n', "not a valid name"),
-        ("worker_types:\n  v100: {gpus: 2, gpus_per_node: 1, nodes: [{a: 1}, n1]}\n", "node names"),
+        ("worker_types:\n  v100: {gpus: 2, gpus_per_node: 1, nodes: [{a: 1}, n1]}\n", "nodes[0].a': unknown key"),
         ("worker_types:\n  v100: {gpus: 1e400}\n", "positive integer"),
     ],
 )
