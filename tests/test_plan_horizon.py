@@ -1,4 +1,4 @@
-"""rota plan --rounds K / --horizon: plan only what was asked, estimate the rest from the allocation."""
+"""rota plan --rounds K / --horizon: plan only what was asked, estimate the rest from the policy run forward."""
 
 from __future__ import annotations
 
@@ -38,9 +38,8 @@ def test_k_rounds_are_the_full_plans_first_k_and_the_rest_is_estimated(tmp_path)
     end = short["rounds"][-1]["end_s"]
     for jid, info in short["jobs"].items():
         exact = full["jobs"][jid]["expected_finish_s"]
-        if info.get("finish_estimated"):
-            # the allocation only loses jobs from here on: the estimate is never optimistic
-            assert info["expected_finish_s"] > end and info["expected_finish_s"] >= exact - 1e-6
+        if info.get("finish_estimated"):  # planner.estimate.finish: close to the full plan's
+            assert info["expected_finish_s"] > end and info["expected_finish_s"] == pytest.approx(exact, rel=0.25)
         else:  # finished inside the planned rounds: the planned finish itself
             assert info["expected_finish_s"] == exact <= end
     assert any(info.get("finish_estimated") for info in short["jobs"].values())

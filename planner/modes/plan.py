@@ -21,6 +21,7 @@ import numpy as np
 
 from planner import __version__
 from planner.errors import InputError
+from planner.estimate.finish import engine_finishes
 from planner.formats.atomic import write_together
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
 from planner.formats.files import input_records, read_text
@@ -165,38 +166,10 @@ def restart_summary(result: EngineResult) -> dict[str, Any]:
 
 
 def estimate_finishes(engine: Engine) -> dict[str, float]:
-    """Expected finish of each job still running when the planned rounds end: its remaining steps at
-    the rate its last allocation gives it (time fractions x throughputs, co-located pairs included).
-    Jobs the allocation gives nothing, and jobs not yet arrived, get no estimate."""
-    solve = engine.last_solve
-    if solve is None or engine.t is None:
-        return {}
-    rate = dict.fromkeys(engine.active, 0.0)
-    x = solve.allocation.x
-    rows = [i for i, jid in enumerate(solve.job_ids) if jid in rate]
-    if rows:
-        ids = [solve.job_ids[i] for i in rows]
-        shares = np.asarray(x, dtype=float)[rows]
-        terms = np.where(shares > 0, shares * engine.solo_rates(ids), 0.0)
-        total = np.zeros(len(rows))
-        for j in range(terms.shape[1]):  # type by type, the order a per-job sum adds them in
-            total += terms[:, j]
-        rate.update(zip(ids, total.tolist()))
-    pair_x = solve.allocation.pair_x or {}
-    if pair_x:
-        # Packing lists every candidate pair (~n²/30 of them); only a few get time: visit those.
-        pairs, shares = list(pair_x), np.asarray(list(pair_x.values()), dtype=float)
-        for p, j in zip(*np.nonzero(shares > 0)):
-            pair = pairs[p]
-            if all(jid in rate for jid in pair):
-                for jid, r in zip(pair, engine.rate(pair, int(j))):
-                    rate[jid] += float(shares[p, j]) * r
-    out = {}
-    for jid, r in rate.items():
-        outcome = engine.outcomes[jid]
-        if r > 0 and outcome.finish_s is None:
-            out[jid] = engine.t + (outcome.job.total_steps - outcome.steps_done) / r
-    return out
+    """Expected finish of each job the planned rounds did not finish (running, or yet to arrive):
+    the policy's allocation re-solved as jobs finish and arrive, each job at the rate its shares
+    give it (planner.estimate.finish). Jobs that can run nowhere get no estimate."""
+    return engine_finishes(engine)
 
 
 def estimated_rows_used(table: ThroughputTable, jobs: list[Job], cluster: Cluster) -> int:
