@@ -71,6 +71,16 @@ def test_an_estimated_cell_teaches_no_restart_cost():
     assert len(overheads([_entry()], report, TABLE)) == 1
 
 
+def test_exact_reports_teach_an_overhead_of_exactly_zero():
+    # steps / rate does not give the seconds back to the last bit; a learnt cost of 1e-13 s
+    # would still cost a job a step in every round it restarts (floor(r * (tau - 1e-13))).
+    seconds = [359.9 + k / 97 for k in range(200)]
+    assert any(s - (RATE * s) / RATE != 0 for s in seconds)  # the noise this guards against
+    for s in seconds:
+        found = overheads([_entry(seconds=s)], {"j": JobProgress(100 + RATE * s, elapsed_s=s)}, TABLE)
+        assert [o.seconds for o in found] == [0.0]
+
+
 def test_no_step_at_all_caps_the_overhead_at_the_seconds_run():
     found = overheads([_entry()], {"j": JobProgress(100.0, elapsed_s=200.0)}, TABLE)
     assert [o.seconds for o in found] == [200.0]

@@ -82,8 +82,10 @@ def overheads(
         if rate is None or steps < 0 or not seconds > MIN_SECONDS:
             continue
         lost = seconds - steps / rate
-        if lost < 0:
+        if lost < -1e-6 * seconds:
             continue  # faster than the table: the overhead is hidden in a wrong rate
+        # Rounding error of steps / rate is no overhead: a charge of 1e-13 s would cost a step.
+        lost = max(0.0, round(lost, 3))
         worker_type, model, batch, scale = entry.cell[:4]
         found.append(Overhead(entry.job_id, (worker_type, model, batch, scale), min(lost, seconds) / entry.starts))
     return found
