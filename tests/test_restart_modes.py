@@ -233,3 +233,25 @@ def test_rota_run_says_the_unknown_restart_cost_once_and_keeps_given_options(tmp
     books = json.loads((other / "state.json").read_text())["restart"]
     assert books["cost_s"] == 60.0 and books["migration_aware"] is True and books["starts"] > 0
     assert not any("restart cost unknown" in e.get("text", "") for e in _events(other))
+
+
+def test_the_printed_legends_name_only_the_columns_shown(tmp_path):
+    # With no restart cost known, compare counts starts but charges nothing: no goodput column,
+    # so its legend must not explain one; plan-next prints no "restarts so far: 0" either.
+    runner = CliRunner()
+    inputs = ["--table", "data/throughputs.csv", "--cluster", "data/cluster.yaml", "--jobs", "data/jobs.csv"]
+    free = runner.invoke(app, ["compare", *inputs, "--policies", "fifo,max_min_fairness_perf"])
+    charged = runner.invoke(app, ["compare", *inputs, "--policies", "fifo,max_min_fairness_perf", "--restart-cost", "60"])
+    assert free.exit_code == 0 and charged.exit_code == 0, free.output + charged.output
+    assert "starts:" in free.output and "good:" not in free.output
+    assert "good: goodput" in charged.output
+    state = tmp_path / "state.json"
+    first = ["plan-next", "--state", str(state), *inputs, "--out", str(tmp_path / "r.json")]
+    res = runner.invoke(app, first)
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["plan-next", "--state", str(state), "--out", str(tmp_path / "r1.json")])
+    assert res.exit_code == 0 and "restarts so far" not in res.output, res.output
+    res = runner.invoke(
+        app, ["plan-next", "--state", str(state), "--out", str(tmp_path / "r2.json"), "--restart-cost", "60"]
+    )
+    assert res.exit_code == 0 and "restarts so far:" in res.output, res.output

@@ -125,16 +125,12 @@ def _hours(seconds: float | None) -> str:
 
 def _print(result: Comparison, title: str) -> None:
     # Compact box: the table fits 80 columns, the width of a pipe or a CI log.
-    grid = Table(
-        title=title,
-        caption="times in hours; starts: (re)starts on new GPUs; good: goodput; * recommended",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 0, 0, 1),
-    )
     priced = any(o.cost is not None for o in result.outcomes)  # inline clusters have no prices
     counted = any(o.restarts is not None for o in result.outcomes)
     charged = counted and result.restart_note is None  # restarts counted at 0 s lose nothing: no goodput
+    legend = ["times in hours"] + (["starts: (re)starts on new GPUs"] if counted else [])
+    legend += (["good: goodput"] if charged else []) + ["* recommended"]
+    grid = Table(title=title, caption="; ".join(legend), box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1))
     # 80 columns hold eight: with restart columns p50 gives way (it is in --json and --out).
     columns = ["policy", "avg JCT", *([] if charged else ["p50"]), "p90", "makespan", "util"]
     columns += (["starts"] if counted else []) + (["good"] if charged else []) + (["GPU $"] if priced else [])

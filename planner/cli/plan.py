@@ -313,7 +313,7 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated, restart
     jobs = schedule.jobs
     shown = sorted(jobs, key=lambda jid: _finish_key(jobs[jid]), reverse=True)[:SUMMARY_JOBS]
     title = "jobs" if len(shown) == len(jobs) else f"the {len(shown)} jobs finishing last, of {len(jobs)}"
-    jobs_grid = Table(title=title, caption="~ estimated from the job's allocation" if _any_estimated(jobs) else None)
+    jobs_grid = Table(title=title, caption="~ estimated: the policy run forward from the last planned round" if _any_estimated(jobs) else None)
     for column in ("job", "job type", "GPUs", "steps", "expected finish"):
         jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")
     for jid in sorted(shown, key=list(jobs).index):  # in job-list order
@@ -613,7 +613,8 @@ def _print_next_round(schedule: dict, notes, warnings, out_path, state_path, res
             f"table: {cells['measured']} measured, {cells['observed']} observed, {cells['estimated']} estimated cells"
         )
     books = summary["restarts"]
-    if books:
+    # Nothing charged and nothing asked for: the restart note above already said so.
+    if books and (books["restart_gpu_s"] > 0 or books["restart_cost_s"] is not None or books["migration_aware"]):
         out.print(
             f"restarts so far: {books['restarts']}, {books['restart_gpu_s'] / 3600:.3f} GPU-h lost"
             + (" (migration-aware)" if books["migration_aware"] else "")

@@ -167,15 +167,16 @@ def sweep_command(
         out.print_json(json.dumps({"summary": rows, "plots": [str(p) for p in plots]}, default=str))
         return
     # Compact box and short headers: the table fits 80 columns (a pipe, a CI log).
+    restarts = any(r["restarts"] is not None for r in rows)
     grid = Table(
         title=f"sweep {out_dir}",
-        caption="average and p99 JCT, makespan: hours; good: goodput (GPU time not lost to restarts); "
-        "wall time per point: summary.csv",
+        caption="average and p99 JCT, makespan: hours; "
+        + ("good: goodput (GPU time not lost to restarts); " if restarts else "")
+        + "wall time per point: summary.csv",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         padding=(0, 0, 0, 1),
     )
-    restarts = any(r["restarts"] is not None for r in rows)
     columns = ("policy", "load", "seed", "status", "JCT", "p99", "makespan", "util")
     for column in columns + (("good",) if restarts else ()):
         grid.add_column(column, justify="left" if column in ("policy", "status") else "right", no_wrap=True)
