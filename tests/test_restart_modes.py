@@ -240,8 +240,9 @@ def test_the_printed_legends_name_only_the_columns_shown(tmp_path):
     # so its legend must not explain one; plan-next prints no "restarts so far: 0" either.
     runner = CliRunner()
     inputs = ["--table", "data/throughputs.csv", "--cluster", "data/cluster.yaml", "--jobs", "data/jobs.csv"]
-    free = runner.invoke(app, ["compare", *inputs, "--policies", "fifo,max_min_fairness_perf"])
-    charged = runner.invoke(app, ["compare", *inputs, "--policies", "fifo,max_min_fairness_perf", "--restart-cost", "60"])
+    policies = ["--policies", "fifo,max_min_fairness_perf"]
+    free = runner.invoke(app, ["compare", *inputs, *policies])
+    charged = runner.invoke(app, ["compare", *inputs, *policies, "--restart-cost", "60"])
     assert free.exit_code == 0 and charged.exit_code == 0, free.output + charged.output
     assert "starts:" in free.output and "good:" not in free.output
     assert "good: goodput" in charged.output

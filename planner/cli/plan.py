@@ -313,7 +313,8 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated, restart
     jobs = schedule.jobs
     shown = sorted(jobs, key=lambda jid: _finish_key(jobs[jid]), reverse=True)[:SUMMARY_JOBS]
     title = "jobs" if len(shown) == len(jobs) else f"the {len(shown)} jobs finishing last, of {len(jobs)}"
-    jobs_grid = Table(title=title, caption="~ estimated: the policy run forward from the last planned round" if _any_estimated(jobs) else None)
+    caption = "~ estimated: the policy run forward from the last planned round" if _any_estimated(jobs) else None
+    jobs_grid = Table(title=title, caption=caption)
     for column in ("job", "job type", "GPUs", "steps", "expected finish"):
         jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")
     for jid in sorted(shown, key=list(jobs).index):  # in job-list order
