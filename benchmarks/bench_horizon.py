@@ -24,8 +24,6 @@ Scenarios: the demo (data/throughputs.csv, data/jobs.csv, data/cluster.yaml), th
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import statistics
 import sys
 import tempfile
@@ -39,8 +37,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_plan import run_cli  # noqa: E402  (one rota command in process, timed)
+
 import planner.modes.plan as plan_mode  # noqa: E402
-from planner.cli import app  # noqa: E402
 from planner.estimate.finish import engine_finishes  # noqa: E402
 from planner.formats.cluster import read_cluster  # noqa: E402
 from planner.formats.jobs import read_jobs  # noqa: E402
@@ -143,15 +142,6 @@ def compare(s: Scenario, policy: str) -> None:
             print(f"{'':<16} {'':>8} {'':>5}  (old: {len(new) - len(old)} of them had no estimate)")
 
 
-def run_cli(args: list[str]) -> None:
-    with contextlib.redirect_stdout(io.StringIO()):
-        try:
-            app(args, standalone_mode=False)
-        except SystemExit as exc:  # typer.Exit
-            if exc.code:
-                raise
-
-
 def time_big_plan(repeats: int) -> None:
     """`rota plan --rounds 1` on 10^5 jobs (bench_plan's largest case), with each estimator."""
     with tempfile.TemporaryDirectory(prefix="rota-bench-horizon-") as tmp:
@@ -181,9 +171,7 @@ def time_big_plan(repeats: int) -> None:
                         return out
 
                     plan_mode.estimate_finishes = timed
-                    started = time.perf_counter()
-                    run_cli(args)
-                    plans[name].append(time.perf_counter() - started)
+                    plans[name].append(run_cli(args))
         finally:
             plan_mode.estimate_finishes = kept
     old_plan, new_plan = statistics.median(plans["old"]), statistics.median(plans["new"])
