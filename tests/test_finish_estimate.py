@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from conftest import DATA
 
+import planner.modes.plan as plan_mode
 from planner.estimate.finish import (
     FluidJobs,
     PolicyRates,
@@ -15,13 +18,14 @@ from planner.estimate.finish import (
     round_shares,
     starts_per_round,
 )
-from planner.formats.cluster import cluster_from_dict
-from planner.formats.jobs import Job
-from planner.formats.table import JobType, ThroughputTable
+from planner.formats.cluster import cluster_from_dict, read_cluster
+from planner.formats.jobs import Job, read_jobs
+from planner.formats.table import JobType, ThroughputTable, read_table
 from planner.modes.plan import PlanOptions, plan_batch
 from planner.policies import make_policy
 from planner.policies.fifo import Fifo
 from planner.rounds.engine import Engine, EngineConfig
+from planner.rounds.restart import charged_restarts
 
 M8 = JobType("M", 8, 1)
 WIDE = JobType("W", 8, 4)  # needs 4 GPUs at once
@@ -177,10 +181,55 @@ LAB += (DATA / "examples" / "lab" / "cluster.yaml",)
     [(DEMO, 0.1), (DEMO, 2), (DEMO, 4), (LAB, 2), (LAB, 12)],
     ids=["demo-1-round", "demo-2h", "demo-4h", "lab-2h", "lab-12h"],
 )
-def test_estimates_are_within_a_quarter_of_the_full_plan(inputs, hours):
+def test_the_fluid_alone_is_within_a_quarter_of_the_full_plan(inputs, hours, monkeypatch):
+    # What a list too long to simulate on gets: no look-ahead, the fluid from the last round.
+    monkeypatch.setattr(plan_mode, "estimate_finishes", lambda engine: engine_finishes(engine, lookahead=0))
     full = plan_batch(*inputs, PlanOptions()).schedule.jobs
     rounds = round(hours * 3600 / 360)
     short = plan_batch(*inputs, PlanOptions(rounds=rounds))
     assert short.finish_estimated  # some jobs are still running when the rounds end
     for jid in short.finish_estimated:
         assert short.schedule.jobs[jid]["expected_finish_s"] == pytest.approx(full[jid]["expected_finish_s"], rel=0.25)
+
+
+@pytest.mark.parametrize("aware", [False, True], ids=["lab", "lab-migration-aware"])
+def test_a_short_list_is_simulated_to_its_end_and_its_estimates_are_the_full_plans(aware):
+    options = PlanOptions(migration_aware=aware)
+    full = plan_batch(*LAB, options).schedule.jobs
+    short = plan_batch(*LAB, replace(options, rounds=1))
+    assert len(short.finish_estimated) == 60
+    for jid in short.finish_estimated:
+        assert short.schedule.jobs[jid]["expected_finish_s"] == pytest.approx(full[jid]["expected_finish_s"], abs=1e-6)
+    assert len(short.schedule.to_json()["rounds"]) == 1, "the look-ahead's rounds are not written"
+
+
+def _lab_engine(max_rounds: int | None = 1) -> Engine:
+    table, jobs_path, cluster_path = LAB
+    cluster, thr = read_cluster(cluster_path), read_table(table)
+    jobs = read_jobs(jobs_path, table=thr, cluster=cluster)
+    restart = charged_restarts(thr, cluster, None, False, False)
+    config = EngineConfig() if max_rounds is None else EngineConfig(max_rounds=max_rounds)
+    return Engine(thr, cluster, make_policy("max_min_fairness_perf"), config, jobs, restart=restart)
+
+
+def test_past_its_budget_the_look_ahead_hands_over_to_the_fluid():
+    full = _lab_engine(None)
+    full.run()
+    engine = _lab_engine(1)
+    engine.run()
+    before = (engine.t, {jid: out.steps_done for jid, out in engine.outcomes.items()}, engine.n_rounds)
+    budget = 60 * 40  # about 40 more rounds of the lab's 60 jobs
+    estimates = engine_finishes(engine, lookahead=budget)
+    after = (engine.t, {jid: out.steps_done for jid, out in engine.outcomes.items()}, engine.n_rounds)
+    assert after == before, "the engine itself is not moved on"
+    assert len(estimates) == 60
+    exact = {jid: out.finish_s for jid, out in full.outcomes.items()}
+    ahead_end = engine.t + 41 * 360
+    early = [jid for jid in estimates if exact[jid] <= engine.t + 30 * 360]
+    late = [jid for jid in estimates if exact[jid] > ahead_end + 3600]
+    assert early and late
+    for jid in early:  # finished inside the simulated rounds: the rounds' own finish
+        assert estimates[jid] == pytest.approx(exact[jid], abs=1e-6)
+    for jid in late:  # the fluid's, from where the look-ahead stopped: close, not exact
+        assert estimates[jid] == pytest.approx(exact[jid], rel=0.25)
+    assert any(abs(estimates[jid] - exact[jid]) > 1.0 for jid in late)

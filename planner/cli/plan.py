@@ -75,8 +75,8 @@ def plan(
         "--rounds",
         "-k",
         min=1,
-        help="Plan only the first K rounds; unfinished jobs' finish times are estimated from their "
-        "allocation (default: plan until every job finishes).",
+        help="Plan only the first K rounds; unfinished jobs' finish times are estimated (the rounds "
+        "simulated on, not written, then the policy as a fluid; default: plan until every job finishes).",
     ),
     horizon: Optional[str] = typer.Option(
         None, "--horizon", help="Plan this far ahead instead of --rounds: e.g. 2h, 90min, 3600s."
@@ -313,7 +313,7 @@ def _print_plan_summary(schedule, result, out_path, csv_path, estimated, restart
     jobs = schedule.jobs
     shown = sorted(jobs, key=lambda jid: _finish_key(jobs[jid]), reverse=True)[:SUMMARY_JOBS]
     title = "jobs" if len(shown) == len(jobs) else f"the {len(shown)} jobs finishing last, of {len(jobs)}"
-    caption = "~ estimated: the policy run forward from the last planned round" if _any_estimated(jobs) else None
+    caption = "~ estimated: rounds simulated on, then the policy as a fluid" if _any_estimated(jobs) else None
     jobs_grid = Table(title=title, caption=caption)
     for column in ("job", "job type", "GPUs", "steps", "expected finish"):
         jobs_grid.add_column(column, justify="right" if column in ("GPUs", "steps", "expected finish") else "left")

@@ -12,11 +12,14 @@ them) and charges restarts (`starts_per_round`). Whole steps, node placement and
 fixed length are left out.
 
 `fluid_finishes` is the loop, over any rate function; `PolicyRates` is the rate function of a
-policy on a cluster; `engine_finishes` reads where an engine stopped and runs the two.
+policy on a cluster; `engine_finishes` reads where an engine stopped, simulates the rounds on
+for a bounded number of job-rounds on a copy of it (exact, where it reaches), and runs the two
+from there.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +31,7 @@ from planner.formats.jobs import Job
 from planner.formats.table import JobType, ThroughputTable
 from planner.policies.base import Allocation, Policy, Stateful
 from planner.policies.problem import build_problem
-from planner.rounds.engine import Engine
+from planner.rounds.engine import Engine, EngineConfig
 from planner.rounds.mechanism import DEFAULT_ROUND_S, visiting_order
 from planner.rounds.restart import RestartCosts
 
@@ -39,6 +42,10 @@ from planner.rounds.restart import RestartCosts
 # a fraction of one full solve in all, instead of 10^5.
 MIN_WORK = 10_000.0
 WORK_FACTOR = 0.25
+# Before the fluid takes over, the rounds themselves are simulated on (not written) for up to
+# this many job-rounds (a round of n active jobs counts n): a list of tens of jobs is simulated
+# for days of rounds, 10^5 jobs for none. Per job-round the engine costs about 10 µs.
+LOOKAHEAD_JOB_ROUNDS = 20_000.0
 # Steps left below this fraction of the job's total count as done (float dust after many steps).
 DONE_FRACTION = 1e-9
 
@@ -358,9 +365,50 @@ def _sum_at(index: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- from an engine
 
 
-def engine_finishes(engine: Engine) -> dict[str, float]:
+def engine_finishes(engine: Engine, lookahead: float = LOOKAHEAD_JOB_ROUNDS) -> dict[str, float]:
     """Expected finish of every job the engine has not finished (running, or yet to arrive), from
-    where it stopped. The engine's policy is asked again, then given its state back."""
+    where it stopped: the rounds simulated on for up to `lookahead` job-rounds (a copy of the
+    engine; finishes there are the rounds' own), the fluid from where that stops. The engine's
+    policy is asked again, then given its state back."""
+    if engine.t is None:
+        return {}
+    saved = engine.policy.get_state() if isinstance(engine.policy, Stateful) else None
+    try:
+        ahead, finished = _look_ahead(engine, lookahead)
+        return {**finished, **_fluid_from(ahead)}
+    finally:
+        if saved is not None and isinstance(engine.policy, Stateful):
+            engine.policy.set_state(saved)
+
+
+def _look_ahead(engine: Engine, budget: float) -> tuple[Engine, dict[str, float]]:
+    """(an engine `budget` job-rounds further on, the finish times of the jobs that finished in
+    those rounds); `engine` itself when the budget does not cover one round of its jobs."""
+    if budget < max(1, len(engine.active)):
+        return engine, {}
+    snapshot = engine.snapshot()
+    config = dataclasses.replace(snapshot.config, max_rounds=EngineConfig.max_rounds, keep_rounds=False)
+    ahead = Engine.from_snapshot(
+        dataclasses.replace(snapshot, config=config),
+        engine.table,
+        engine.cluster,
+        engine.policy,
+        engine.decision_table,
+        engine.restart,
+        engine.migration_aware,
+    )
+    before = {jid for jid, out in engine.outcomes.items() if out.finish_s is None}
+    spent = 0.0
+    while spent + max(1, len(ahead.active)) <= budget:
+        spent += max(1, len(ahead.active))
+        if ahead.step() is None:
+            break
+    finished = {jid: out.finish_s for jid, out in ahead.outcomes.items() if jid in before and out.finish_s is not None}
+    return ahead, finished
+
+
+def _fluid_from(engine: Engine) -> dict[str, float]:
+    """The fluid's finish of every job `engine` has not finished."""
     if engine.t is None:
         return {}
     outcomes = engine.outcomes
@@ -393,9 +441,4 @@ def engine_finishes(engine: Engine) -> dict[str, float]:
         order,
         current,
     )
-    saved = policy.get_state() if isinstance(policy, Stateful) else None
-    try:
-        return fluid_finishes(fluid, engine.t, rates)
-    finally:
-        if saved is not None and isinstance(policy, Stateful):
-            policy.set_state(saved)
+    return fluid_finishes(fluid, engine.t, rates)

@@ -167,8 +167,9 @@ def restart_summary(result: EngineResult) -> dict[str, Any]:
 
 def estimate_finishes(engine: Engine) -> dict[str, float]:
     """Expected finish of each job the planned rounds did not finish (running, or yet to arrive):
-    the policy's allocation re-solved as jobs finish and arrive, each job at the rate its shares
-    give it (planner.estimate.finish). Jobs that can run nowhere get no estimate."""
+    the rounds simulated on for a bounded number of job-rounds, then the policy's allocation
+    re-solved as jobs finish and arrive, each job at the rate its shares give it
+    (planner.estimate.finish). Jobs that can run nowhere get no estimate."""
     return engine_finishes(engine)
 
 
