@@ -43,8 +43,9 @@ from planner.rounds.restart import RestartCosts
 MIN_WORK = 10_000.0
 WORK_FACTOR = 0.25
 # Before the fluid takes over, the rounds themselves are simulated on (not written) for up to
-# this many job-rounds (a round of n active jobs counts n): a list of tens of jobs is simulated
-# for days of rounds, 10^5 jobs for none. Per job-round the engine costs about 10 µs.
+# this many job-rounds (a round of n mechanism entries, jobs and co-located pairs, counts n): a
+# list of tens of jobs is simulated to its end (the lab list: ~14,000), 2048 jobs for 9 rounds,
+# 10^5 jobs or 2048 packed for none. Per job-round the engine costs about 10 µs (LAS).
 LOOKAHEAD_JOB_ROUNDS = 20_000.0
 # Steps left below this fraction of the job's total count as done (float dust after many steps).
 DONE_FRACTION = 1e-9
@@ -384,7 +385,7 @@ def engine_finishes(engine: Engine, lookahead: float = LOOKAHEAD_JOB_ROUNDS) -> 
 def _look_ahead(engine: Engine, budget: float) -> tuple[Engine, dict[str, float]]:
     """(an engine `budget` job-rounds further on, the finish times of the jobs that finished in
     those rounds); `engine` itself when the budget does not cover one round of its jobs."""
-    if budget < max(1, len(engine.active)):
+    if budget < _round_cost(engine):
         return engine, {}
     snapshot = engine.snapshot()
     config = dataclasses.replace(snapshot.config, max_rounds=EngineConfig.max_rounds, keep_rounds=False)
@@ -399,12 +400,18 @@ def _look_ahead(engine: Engine, budget: float) -> tuple[Engine, dict[str, float]
     )
     before = {jid for jid, out in engine.outcomes.items() if out.finish_s is None}
     spent = 0.0
-    while spent + max(1, len(ahead.active)) <= budget:
-        spent += max(1, len(ahead.active))
+    while spent + _round_cost(ahead) <= budget:
+        spent += _round_cost(ahead)
         if ahead.step() is None:
             break
     finished = {jid: out.finish_s for jid, out in ahead.outcomes.items() if jid in before and out.finish_s is not None}
     return ahead, finished
+
+
+def _round_cost(engine: Engine) -> int:
+    """What one more round costs, in job-rounds: the mechanism's entries, jobs and co-located
+    pairs (packing keeps books for every candidate pair: 2048 jobs make ~10^5 entries)."""
+    return max(1, len(engine.active), len(engine.mech.keys))
 
 
 def _fluid_from(engine: Engine) -> dict[str, float]:
