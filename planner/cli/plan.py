@@ -17,6 +17,7 @@ from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
+from planner.formats.coverage import missing_cells, refuse_missing
 from planner.formats.files import read_text, same_file
 from planner.formats.jobs import read_jobs
 from planner.formats.safe_yaml import load_yaml
@@ -47,6 +48,11 @@ MIGRATION_AWARE_KEPT_OPTION = typer.Option(
     help="Keep a job on the worker type it holds unless the deficit it recovers by moving exceeds its "
     "restart cost; kept in the state (default: the state's, else off).",
 )
+STRICT_CELLS_HELP = (
+    "Refuse a job list whose job types have no table row on a worker type of the cluster they would "
+    "fit (by default the plan warns once per job type, and they do not run there)."
+)
+STRICT_CELLS_OPTION = typer.Option("--strict-cells", help=STRICT_CELLS_HELP)  # for Annotated parameters
 
 
 def plan(
@@ -115,6 +121,7 @@ def plan(
     ),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
+    strict_cells: bool = typer.Option(False, "--strict-cells", help=STRICT_CELLS_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
 ):
     """Plan a batch of jobs: policy allocation, then round-by-round GPU assignments.
@@ -151,6 +158,7 @@ def plan(
             as_json=as_json,
             restart_cost=restart_cost,
             migration_aware=migration_aware or None,  # not given: the state's
+            strict_cells=strict_cells,
         )
     if progress is not None:
         raise InputError("--progress needs --state (next-round mode)", field="--progress")
@@ -182,6 +190,7 @@ def plan(
         migration_aware=migration_aware,
         round_auto=round_s == AUTO,
         horizon_s=horizon_s,
+        strict_cells=strict_cells,
     )
     # A plan of K rounds is bounded work: no collector passes over its many small objects.
     with collector_paused((options.rounds is not None or horizon_s is not None) and not until_done):
@@ -197,6 +206,7 @@ def plan(
         schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
         write_plan_outputs(schedule, out_path, csv_path)
     warnings: list[str] = []
+    warnings += [cells.describe() for cells in planned.missing_cells]
     if options.policy.endswith("_SLOs") and all(job.slo_s is None for job in planned.jobs):
         warnings.append(f"no job in {jobs} has an slo_s, so {options.policy} planned without deadlines")
     if as_json:
@@ -215,6 +225,7 @@ def plan(
                     "restart_note": planned.restart_note,
                     "round_length": None if planned.round_choice is None else planned.round_choice.to_json(),
                     "warnings": warnings,
+                    "missing_cells": [cells.to_json() for cells in planned.missing_cells],
                 }
             )
         )
@@ -433,6 +444,7 @@ def plan_next_round_command(
     ] = False,
     restart_cost: Annotated[Optional[float], RESTART_COST_KEPT_OPTION] = None,
     migration_aware: Annotated[Optional[bool], MIGRATION_AWARE_KEPT_OPTION] = None,
+    strict_cells: Annotated[bool, STRICT_CELLS_OPTION] = False,
 ):
     """Plan the next round(s) from the saved state and the progress a launcher reports.
 
@@ -478,6 +490,7 @@ def plan_next_round_command(
             restart_cost,
             migration_aware,
             parsed == AUTO,
+            strict_cells,
         )
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
@@ -514,6 +527,7 @@ def _plan_next(
     restart_cost=None,
     migration_aware=None,
     round_auto=False,
+    strict_cells=False,
 ):
     table_path = table or state_input(saved and saved.get("inputs"), "table", state)
     cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
@@ -529,6 +543,9 @@ def _plan_next(
     thr = read_table(table_path)
     require_table_rows(spec, thr, table_path)
     job_list = read_jobs(jobs, table=thr, cluster=spec) if jobs is not None else None
+    missing = missing_cells(thr, job_list or [], spec)
+    if strict_cells:
+        refuse_missing(missing, table_path)
     reported = read_progress(progress) if progress is not None else None
     options: dict = {}
     if method is not None:
@@ -536,7 +553,7 @@ def _plan_next(
     if seed is not None:
         options["seed"] = seed
     inputs = {"table": table_path, "cluster": cluster_path, **({"jobs": jobs} if jobs is not None else {})}
-    return next_round(
+    result = next_round(
         thr,
         spec,
         state=document,
@@ -554,6 +571,9 @@ def _plan_next(
         migration_aware=migration_aware,
         round_auto=round_auto,
     )
+    if saved is None:  # said once, by the call that starts the plan
+        result.warnings[:0] = [cells.describe() for cells in missing]
+    return result
 
 
 def _replay_notes(schedule: dict, asked: int) -> list[str]:

@@ -370,6 +370,11 @@ class ThroughputTable:
     def has(self, worker_type: str, job_type: JobType) -> bool:
         return (worker_type, job_type) in self._solo
 
+    def has_solo_row(self, worker_type: str, job_type: JobType) -> bool:
+        """Whether the table says anything of the job type alone on the worker type (a row
+        with status oom or failed does: it cannot run there)."""
+        return (worker_type, job_type) in self._solo
+
     def solo(self, worker_type: str, job_type: JobType) -> float:
         """Steps/s of the whole job alone; 0.0 when it cannot run or was not measured."""
         return self._solo.get((worker_type, job_type), 0.0)

@@ -24,6 +24,7 @@ from planner.errors import InputError
 from planner.estimate.finish import engine_finishes
 from planner.formats.atomic import write_together
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
+from planner.formats.coverage import MissingCells, missing_cells, refuse_missing
 from planner.formats.files import input_records, read_text
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.json_text import dumps_readable
@@ -56,6 +57,7 @@ class PlanOptions:
     migration_aware: bool = False
     round_auto: bool = False  # --round-length auto: `round_s` is chosen from the jobs (modes/round_length.py)
     horizon_s: float | None = None  # --horizon: `rounds` is this many seconds of rounds, once round_s is known
+    strict_cells: bool = False  # --strict-cells: a job type with no row on a worker type is an error
 
     def recorded(self) -> dict[str, Any]:
         """The options as the schedule file records them (restart options only when given)."""
@@ -86,6 +88,7 @@ class PlanOutcome:
     finish_estimated: set[str] = field(default_factory=set)  # jobs whose finish comes from their rate
     restart_note: str | None = None  # "restart cost unknown, assumed 0 s: ..." (None: a cost is known)
     round_choice: RoundLengthChoice | None = None  # what --round-length auto chose, and why
+    missing_cells: list[MissingCells] = field(default_factory=list)  # job types with no row on some types
 
 
 def plan_batch(
@@ -100,6 +103,9 @@ def plan_batch(
     table = read_table(table_path)
     require_table_rows(cluster, table, table_path)
     jobs = read_jobs(jobs_path, table=table, cluster=cluster)
+    missing = missing_cells(table, jobs, cluster)
+    if options.strict_cells:
+        refuse_missing(missing, table_path)
     policy = make_policy(
         options.policy,
         method=options.method,
@@ -154,7 +160,7 @@ def plan_batch(
         planned = planned_restarts(r.placements for r in result.rounds)
         note = unknown_cost_note(planned) if planned.starts else None
     used = estimated_rows_used(table, jobs, cluster)
-    return PlanOutcome(schedule, result, jobs, used, set(estimates), note, choice)
+    return PlanOutcome(schedule, result, jobs, used, set(estimates), note, choice, missing)
 
 
 def restart_summary(result: EngineResult) -> dict[str, Any]:
