@@ -293,3 +293,20 @@ def test_solo_only_table_gets_its_solo_rows_without_pairs(tmp_path):
     out = read_table(tmp_path / "o.csv")
     assert out.solo("v100", JobType("NewA", None)) == pytest.approx(3.0 * 3.5)
     assert not out.has_pairs()
+
+
+def test_solo_only_says_what_it_wrote_and_shows_no_empty_pair_table(tmp_path):
+    # A table with no pairs: only solo rows are estimated, so no co-location table and no
+    # "0 measured + 0 estimated entries" line after writing estimated rows.
+    source = tmp_path / "solo.csv"
+    source.write_text(
+        "worker_type,model,batch_size,scale_factor,throughput,status,source\n"
+        "a100,ResNet-18,64,1,40.0,ok,measured\na100,LM,10,1,20.0,ok,measured\nt4,ResNet-18,64,1,10.0,ok,measured\n"
+    )
+    out = tmp_path / "full.csv"
+    result = run_cli(str(source), "--out", str(out), "--solo")
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "Estimated co-locations" not in text and "0 measured + 0 estimated" not in text
+    assert f"wrote {out} with 1 estimated solo row(s)" in text
+    assert "t4,LM,10,1" in out.read_text()

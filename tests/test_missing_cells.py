@@ -1,4 +1,4 @@
-"""A job type with no table row on a worker type of the cluster is said once, never silent."""
+"""Cells never silent: a job type with no table row on a worker type is said once; table show marks guesses."""
 
 from __future__ import annotations
 
@@ -98,3 +98,24 @@ def test_the_shipped_examples_have_no_gaps():
     ]:
         t, c = read_table(table), read_cluster(cluster)
         assert missing_cells(t, read_jobs(jobs, table=t, cluster=c), c) == []
+
+
+def test_table_show_marks_estimated_and_observed_cells(tmp_path):
+    table = tmp_path / "marked.csv"
+    table.write_text(
+        "worker_type,model,batch_size,scale_factor,throughput,status,source,device_name\n"
+        "a100,ResNet-18,64,1,40.0,ok,measured,\n"
+        "a100,LM,10,1,20.0,ok,observed,\n"
+        "t4,ResNet-18,64,1,10.0,estimated,estimated,estimated: log-speed rank 1 from 3 measured cells; p90 error 23 %\n"
+        "t4,LM,10,1,5.0,estimated,estimated,estimated: log-speed rank 1 from 1 measured cell; error unknown\n"
+    )
+    res = runner.invoke(app, ["table", "show", str(table)])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "40.000 │" in text and "~40.000" not in text  # measured: as it is
+    assert "20.000 obs" in text
+    assert "~10.000 ±23 %" in text
+    assert "~5.000 │" in text  # estimated, band unknown
+    assert "~ estimated (± p90 error, where known); obs: observed" in text
+    plain = runner.invoke(app, ["table", "show", str(DATA / "throughputs.csv")])
+    assert plain.exit_code == 0 and "~" not in plain.output and "obs" not in plain.output

@@ -13,7 +13,7 @@ from planner.cli.common import out as stdout
 from planner.cli.common import report_problems, state_input, styled, user_errors
 from planner.cli.simulate import finite
 from planner.errors import InputError
-from planner.estimate.cold_start import SoloReport, estimate_solo_rows
+from planner.estimate.cold_start import ESTIMATE_BAND, SoloReport, estimate_solo_rows
 from planner.estimate.completion import (
     DEFAULT_RANK,
     DEFAULT_REG,
@@ -24,7 +24,7 @@ from planner.estimate.completion import (
     estimate_table,
     missing_solo_rows,
 )
-from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows
+from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows, is_estimate
 from planner.estimate.restart_learnt import RESTART_CSV_COLUMNS, restart_rows
 from planner.formats.atomic import write_text_atomic
 from planner.formats.files import same_file
@@ -35,6 +35,8 @@ from planner.formats.schedule import csv_text, spreadsheet_safe
 from planner.formats.state import read_state
 from planner.formats.table import (
     COLUMNS,
+    JobType,
+    TableRow,
     ThroughputTable,
     merge_tables,
     read_table,
@@ -77,12 +79,39 @@ def table_show(
     grid.add_column("job type")
     for w in t.worker_types:
         grid.add_column(w, justify="right")
-    for name, row in matrix.items():
-        grid.add_row(name, *["-" if v is None else ("cannot run" if v == 0 else f"{v:.3f}") for v in row.values()])
+    solo_rows = {
+        (r["worker_type"], JobType(r["model"], r["batch_size"], r["scale_factor"])): r
+        for r in t.rows
+        if r["partner_model"] is None
+    }
+    marked = False
+    for jt in job_types:
+        cells = []
+        for w, v in matrix[jt.name].items():
+            text, mark = _cell_text(v, solo_rows.get((w, jt)))
+            cells.append(text)
+            marked = marked or mark
+        grid.add_row(jt.name, *cells)
+    if marked:
+        grid.caption = "~ estimated (± p90 error, where known); obs: observed"
     stdout.print(grid)
     stdout.print(
         f"{len(t)} rows: {len(t.job_types)} job types, {len(t.worker_types)} worker types, {n_pairs} co-location rows"
     )
+
+
+def _cell_text(value: float | None, row: TableRow | None) -> tuple[str, bool]:
+    """A cell of `table show`, and whether it is marked: estimated and observed cells say so, so
+    that a guess does not read as a measurement."""
+    if value is None or row is None:
+        return "-", False
+    text = "cannot run" if value == 0 else f"{value:.3f}"
+    if is_estimate(row):
+        band = ESTIMATE_BAND.search(row["device_name"] or "")
+        return f"~{text}" + (f" ±{band['pct']} %" if band else ""), True
+    if row["source"] == "observed":
+        return f"{text} obs", True
+    return text, False
 
 
 @table_app.command("validate")
@@ -375,6 +404,36 @@ def print_summary(report: EstimateReport, table: Path, written: Path) -> None:
         print_solo_summary(report.solo)
     if not report.groups:
         stdout.print("no co-location measured: pairs not estimated")
+    else:
+        _print_groups(report)
+    if report.missing_solo:
+        shown = ", ".join(report.missing_solo[:_SHOWN])
+        more = f" and {len(report.missing_solo) - _SHOWN} more" if len(report.missing_solo) > _SHOWN else ""
+        hint = "measure them" if report.cold_start else "measure them, or pass --solo"
+        stdout.print(f"solo rows missing (not estimated; {hint}): {shown}{more}")
+    for g in report.groups:
+        if g.cold_start_entries:
+            jobs = g.cold_job_types
+            listed = ", ".join(jobs[:_SHOWN]) + (f" and {len(jobs) - _SHOWN} more" if len(jobs) > _SHOWN else "")
+            stdout.print(
+                f"scale factor {g.scale_factor}: {g.cold_start_entries} entries estimated by cold start (job types "
+                "or worker types without a measured pair)" + (f"; job types: {listed}" if jobs else "")
+            )
+    holdouts = [g.holdout for g in report.groups if g.holdout]
+    if holdouts:
+        stdout.print(
+            f"holdout: {holdouts[0].fraction:.0%} of measured pairs hidden and re-estimated; "
+            "error is |estimated - measured| of the normalised factor"
+        )
+    if report.groups:
+        stdout.print(f"{report.measured_entries} measured + {report.estimated_entries} estimated entries -> {written}")
+    else:  # --solo on a table without pairs: only solo rows were estimated
+        solo = 0 if report.solo is None else report.solo.estimated_rows
+        stdout.print(f"wrote {written}" + (f" with {solo} estimated solo row(s)" if solo else ""))
+
+
+def _print_groups(report: EstimateReport) -> None:
+    """The co-location table and what each scale factor left to measure."""
     view = Table(title=f"Estimated co-locations ({report.method}, rank {report.rank}, reg {report.reg:g})")
     for name in ("scale", "jobs", "pairs", "measured", "failed", "estimated", "holdout med", "p90"):
         view.add_column(name, justify="right")
@@ -400,26 +459,6 @@ def print_summary(report: EstimateReport, table: Path, written: Path) -> None:
                 f"  scale factor {g.scale_factor}: {g.unestimable_entries} entries not estimated; "
                 f"measure next ({len(g.to_measure)}): " + "; ".join(g.to_measure[:_SHOWN]) + more
             )
-    if report.missing_solo:
-        shown = ", ".join(report.missing_solo[:_SHOWN])
-        more = f" and {len(report.missing_solo) - _SHOWN} more" if len(report.missing_solo) > _SHOWN else ""
-        hint = "measure them" if report.cold_start else "measure them, or pass --solo"
-        stdout.print(f"solo rows missing (not estimated; {hint}): {shown}{more}")
-    for g in report.groups:
-        if g.cold_start_entries:
-            jobs = g.cold_job_types
-            listed = ", ".join(jobs[:_SHOWN]) + (f" and {len(jobs) - _SHOWN} more" if len(jobs) > _SHOWN else "")
-            stdout.print(
-                f"scale factor {g.scale_factor}: {g.cold_start_entries} entries estimated by cold start (job types "
-                "or worker types without a measured pair)" + (f"; job types: {listed}" if jobs else "")
-            )
-    holdouts = [g.holdout for g in report.groups if g.holdout]
-    if holdouts:
-        stdout.print(
-            f"holdout: {holdouts[0].fraction:.0%} of measured pairs hidden and re-estimated; "
-            "error is |estimated - measured| of the normalised factor"
-        )
-    stdout.print(f"{report.measured_entries} measured + {report.estimated_entries} estimated entries -> {written}")
 
 
 table_app.command("estimate")(user_errors(estimate_command))

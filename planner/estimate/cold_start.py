@@ -38,6 +38,7 @@ Pure numpy.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -334,6 +335,10 @@ class SoloReport:
     by_sibling: int = 0  # rows taken from another batch size of the same model
     worker_bands: dict[str, float] = field(default_factory=dict)  # worker type -> median band of its estimates
     not_estimable: list[str] = field(default_factory=list)
+
+
+# The band `provenance` writes, as `rota table show` reads it back.
+ESTIMATE_BAND = re.compile(r"p90 error (?P<pct>\d+) %")
 
 
 def provenance(how: str, n_cells: int, band: float) -> str:

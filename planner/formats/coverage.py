@@ -54,9 +54,7 @@ def missing_cells(table: ThroughputTable, jobs: Iterable[Job], cluster: Cluster)
         counts[job.job_type] = counts.get(job.job_type, 0) + 1
     out = []
     for jt, n in counts.items():
-        absent = tuple(
-            w for w in cluster.names if cluster.capacity(w) >= jt.scale_factor and not table.has_solo_row(w, jt)
-        )
+        absent = tuple(w for w in cluster.names if cluster.capacity(w) >= jt.scale_factor and not table.has(w, jt))
         if absent:
             out.append(MissingCells(jt, absent, n))
     return out

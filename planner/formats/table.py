@@ -368,9 +368,6 @@ class ThroughputTable:
         return list(self._job_types)
 
     def has(self, worker_type: str, job_type: JobType) -> bool:
-        return (worker_type, job_type) in self._solo
-
-    def has_solo_row(self, worker_type: str, job_type: JobType) -> bool:
         """Whether the table says anything of the job type alone on the worker type (a row
         with status oom or failed does: it cannot run there)."""
         return (worker_type, job_type) in self._solo
