@@ -192,7 +192,10 @@ def stop_dir(log: list[dict]) -> str:
 
 # ----------------------------------------------------------------- the next-round loop
 
-LOOP_ROUND_S, LOOP_GRACE_S = 20, 6
+# The driver sends SIGTERM at round - grace after submitting: a job must have started and set its
+# handler by then. 14 s was not always enough on a loaded 2-core CI machine (a job still starting
+# died of the SIGTERM, exit 143); 24 s leaves a wide margin.
+LOOP_ROUND_S, LOOP_GRACE_S = 30, 6
 LOOP_JOBS = [("r18", "ResNet-18", 64, 1), ("r18x2", "ResNet-18", 128, 2), ("r50x4", "ResNet-50", 32, 4)]
 
 
