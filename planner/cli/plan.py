@@ -205,8 +205,7 @@ def plan(
             )
         schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
         write_plan_outputs(schedule, out_path, csv_path)
-    warnings: list[str] = []
-    warnings += [cells.describe() for cells in planned.missing_cells]
+    warnings = [cells.describe() for cells in planned.missing_cells]
     if options.policy.endswith("_SLOs") and all(job.slo_s is None for job in planned.jobs):
         warnings.append(f"no job in {jobs} has an slo_s, so {options.policy} planned without deadlines")
     if as_json:
@@ -543,7 +542,8 @@ def _plan_next(
     thr = read_table(table_path)
     require_table_rows(spec, thr, table_path)
     job_list = read_jobs(jobs, table=thr, cluster=spec) if jobs is not None else None
-    missing = missing_cells(thr, job_list or [], spec)
+    # Said by the call that starts the plan; checked on every call that gives jobs under --strict-cells.
+    missing = missing_cells(thr, job_list, spec) if job_list is not None and (saved is None or strict_cells) else []
     if strict_cells:
         refuse_missing(missing, table_path)
     reported = read_progress(progress) if progress is not None else None
@@ -571,7 +571,7 @@ def _plan_next(
         migration_aware=migration_aware,
         round_auto=round_auto,
     )
-    if saved is None:  # said once, by the call that starts the plan
+    if saved is None:
         result.warnings[:0] = [cells.describe() for cells in missing]
     return result
 

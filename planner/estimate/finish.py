@@ -399,11 +399,9 @@ def _look_ahead(engine: Engine, budget: float) -> tuple[Engine, dict[str, float]
         engine.migration_aware,
     )
     before = {jid for jid, out in engine.outcomes.items() if out.finish_s is None}
-    spent = 0.0
-    while spent + _round_cost(ahead) <= budget:
-        spent += _round_cost(ahead)
-        if ahead.step() is None:
-            break
+    spent, cost = 0, _round_cost(ahead)
+    while spent + cost <= budget and ahead.step() is not None:
+        spent, cost = spent + cost, _round_cost(ahead)
     finished = {jid: out.finish_s for jid, out in ahead.outcomes.items() if jid in before and out.finish_s is not None}
     return ahead, finished
 

@@ -61,7 +61,8 @@ def missing_cells(table: ThroughputTable, jobs: Iterable[Job], cluster: Cluster)
 
 
 def refuse_missing(missing: list[MissingCells], table_path: object) -> None:
-    """--strict-cells: every gap in one error line (nothing when there is none)."""
+    """--strict-cells: one error line naming the first gap and counting the rest (nothing when
+    there is none)."""
     if not missing:
         return
     first = missing[0].describe()
