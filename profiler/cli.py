@@ -23,22 +23,32 @@ from planner.formats.quality import is_noisy
 from planner.formats.table import read_table, write_table
 from profiler import devices as devices_mod
 from profiler.command import is_command, parse_command
-from profiler.plan import PairSample, Selection, build_plan, parse_ints, parse_pairs, split_list
+from profiler.plan import (
+    DEFAULT_SCALE_FACTORS,
+    PairSample,
+    Selection,
+    build_plan,
+    parse_ints,
+    parse_pairs,
+    split_list,
+)
 from profiler.report import ProfileProgress, device_table, model_table, noisy_note, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.timing import TimingConfig
 from profiler.workloads import check_entry_points, is_user, parse_workload
 
 
-def _pick_devices(requested: Optional[str], cpu_cores: int) -> list[devices_mod.DeviceType]:
+def _pick_devices(
+    requested: Optional[str], cpu_cores: int, cpu_workers: Optional[int] = None
+) -> list[devices_mod.DeviceType]:
     """The devices named by --device-types: 'h200,cpu', or 'NAME=DEVICE' to record DEVICE's rows
     under the worker type NAME (a cluster's 'v100' measured on the local 'v100-16gb')."""
     wanted = _device_names(requested)
     cpu_only = bool(wanted) and set(wanted.values()) == {"cpu"}
     try:
-        found = devices_mod.discover(include_cuda=not cpu_only, cores_per_worker=cpu_cores)
+        found = devices_mod.discover(include_cuda=not cpu_only, cores_per_worker=cpu_cores, cpu_workers=cpu_workers)
     except ValueError as exc:
-        raise InputError(str(exc), field="--cpu-cores") from None
+        raise InputError(str(exc), field="--cpu-workers" if "workers" in str(exc) else "--cpu-cores") from None
     if not wanted:
         return found
     by_name = {d.worker_type: d for d in found}
@@ -113,8 +123,13 @@ def profile_command(
         ),
     ] = "all",
     scale_factors: Annotated[
-        str, typer.Option(help="Data-parallel scale factors to measure, capped by the devices of each type.")
-    ] = "1,2,4,8",
+        Optional[str],
+        typer.Option(
+            help="Data-parallel scale factors to measure, capped by the devices of each type (default: 1,2,4,8 "
+            "for reference models, 1 for --workload/--command jobs: a script that does not form a gang would "
+            "look like k times itself)."
+        ),
+    ] = None,
     scale: Annotated[str, typer.Option(help="'full' (real shapes) or 'tiny' (shrunk, for CPUs and tests).")] = "full",
     budget: Annotated[float, typer.Option(help="Timed seconds per measurement (warm-up excluded).")] = 10.0,
     warmup_steps: Annotated[int, typer.Option(help="Untimed steps before timing starts (>= 1).")] = 3,
@@ -136,6 +151,13 @@ def profile_command(
             "a data-parallel job of scale factor k gets k such workers."
         ),
     ] = 1,
+    cpu_workers: Annotated[
+        Optional[int],
+        typer.Option(
+            help="CPU workers (default: as many as --cpu-cores allows). More than the cores allow share the "
+            "cores, so a 4-process job can be tried on a 2-core laptop; its rows' device_name says so."
+        ),
+    ] = None,
     gpt_size: Annotated[
         str, typer.Option(help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")
     ] = "small",
@@ -188,7 +210,7 @@ class ProfileArgs:
     models: Optional[str]
     batch_sizes: Optional[str]
     pairs: str
-    scale_factors: str
+    scale_factors: Optional[str]
     scale: str
     budget: float
     warmup_steps: int
@@ -196,6 +218,7 @@ class ProfileArgs:
     target_spread: float
     timeout: Optional[float]
     cpu_cores: int
+    cpu_workers: Optional[int]
     gpt_size: str
     workload: Optional[list[str]]
     command: Optional[list[str]]
@@ -210,7 +233,7 @@ class ProfileArgs:
 def _profile(a: ProfileArgs) -> None:
     console = Console(highlight=False)
     if a.list_devices:
-        _show_devices(console, _pick_devices(a.device_types, a.cpu_cores), a.json_output)
+        _show_devices(console, _pick_devices(a.device_types, a.cpu_cores, a.cpu_workers), a.json_output)
         return
     if a.scale not in SCALES:
         raise InputError(f"must be one of {', '.join(SCALES)}, got {a.scale!r}", field="--scale")
@@ -221,7 +244,8 @@ def _profile(a: ProfileArgs) -> None:
     _check_seconds(a)
     timing = _timing(a.budget, a.warmup_steps, a.window, a.target_spread)
     batch_sizes = parse_ints(a.batch_sizes, "--batch-sizes")
-    user = _user_specs(a, batch_sizes or ())
+    given_scales = parse_ints(a.scale_factors, "--scale-factors")
+    user = _user_specs(a, batch_sizes or (), given_scales or (1,))
     if a.list_models:
         _show_models(console, Selection(gpt_size=a.gpt_size, user=user), a.json_output)
         return
@@ -230,11 +254,11 @@ def _profile(a: ProfileArgs) -> None:
         batch_sizes=batch_sizes,
         user=user,
         pairs=parse_pairs(a.pairs),
-        scale_factors=parse_ints(a.scale_factors, "--scale-factors") or (1,),
+        scale_factors=given_scales or DEFAULT_SCALE_FACTORS,
         gpt_size=a.gpt_size,
         budget_s=a.budget,
     )
-    tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores), selection)
+    tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores, a.cpu_workers), selection)
     if not tasks:
         raise InputError("nothing to measure with this selection", field="--models")
     try:
@@ -255,11 +279,14 @@ def _profile(a: ProfileArgs) -> None:
         _estimate_rest(console, a.out)
 
 
-def _user_specs(a: ProfileArgs, batch_sizes: tuple[int, ...]) -> tuple[WorkloadSpec, ...]:
-    """--workload and --command jobs; entry points are imported (in a child) now, so a bad one fails first."""
-    workloads = [parse_workload(text, batch_sizes) for text in a.workload or ()]
+def _user_specs(
+    a: ProfileArgs, batch_sizes: tuple[int, ...], scale_factors: tuple[int, ...]
+) -> tuple[WorkloadSpec, ...]:
+    """--workload and --command jobs, at every --scale-factors; entry points are imported (in a child)
+    now, so a bad one fails first."""
+    workloads = [parse_workload(text, batch_sizes, scale_factors) for text in a.workload or ()]
     check_entry_points([w.builder for w in workloads])
-    return (*workloads, *(parse_command(text, batch_sizes) for text in a.command or ()))
+    return (*workloads, *(parse_command(text, batch_sizes, scale_factors) for text in a.command or ()))
 
 
 def _show_models(console: Console, selection: Selection, as_json: bool) -> None:

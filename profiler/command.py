@@ -13,6 +13,17 @@ ROTA_DEVICE (`cpu` or `cuda:0`; on a GPU, CUDA_VISIBLE_DEVICES picks the one),
 ROTA_BATCH_SIZE (when there is one), ROTA_SCALE, and PYTHONUNBUFFERED=1.
 CPU workers are pinned as for the reference models.
 
+Data-parallel (scale factor k > 1): k copies start at once, with the
+variables torchrun gives its ranks (RANK, LOCAL_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and ROTA_DIST_BACKEND (`nccl` on
+GPUs, `gloo` on the CPU), so `torch.distributed.init_process_group(backend)`
+with its default env:// rendezvous forms the gang. On GPUs the gang's GPUs are
+visible in rank order (rank r uses `cuda:<LOCAL_RANK>`, as ROTA_DEVICE says).
+Rank 0's reports are timed (the ranks of a synchronous data-parallel job step
+together; the others' output is read and dropped) and the row's throughput is
+k times that rate, as Gavel sums its workers' rates. Any rank that exits ends
+the measurement: a failure names the first rank that failed.
+
 The reports are timed as the reference models' steps are (`timing.measure`):
 the first `--warmup-steps` reports are warm-up, then windows of reports until
 the spread is small or the budget is spent; then the command's process group
@@ -24,11 +35,13 @@ the timeout, or exits non-zero (unless it ran out of memory: an `oom` row).
 
 from __future__ import annotations
 
+import math
 import os
 import queue
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -41,16 +54,17 @@ from pathlib import Path
 from models.spec import WorkloadSpec
 from planner.errors import InputError
 from profiler.timing import Measurement, Solo, TimingConfig, measure
-from profiler.worker import WorkerResult
-from profiler.workloads import USER_FAMILY, check_name
+from profiler.worker import WorkerResult, torchrun_environment
+from profiler.workloads import USER_FAMILY, check_name, user_scale_factors
 
 STEP_LINE = re.compile(r"^ROTA_STEP\s+(?P<n>\S+)\s*$")
 _NAMED = re.compile(r"^(?P<name>[^=\s]+)=(?P<command>\S.*)$")
 STOP_GRACE_S = 5.0
 
 
-def parse_command(text: str, batch_sizes: Sequence[int] = ()) -> WorkloadSpec:
-    """'[NAME=]program args…' → a single-device spec; NAME defaults to the script's stem."""
+def parse_command(text: str, batch_sizes: Sequence[int] = (), scale_factors: Sequence[int] = (1,)) -> WorkloadSpec:
+    """'[NAME=]program args…' → a spec measured at `batch_sizes` and `scale_factors` (k ranks started
+    as torchrun starts them); NAME defaults to the script's stem."""
     match = _NAMED.match(text.strip())
     name, command = (match["name"], match["command"]) if match else (None, text.strip())
     try:
@@ -64,7 +78,8 @@ def parse_command(text: str, batch_sizes: Sequence[int] = ()) -> WorkloadSpec:
         name = Path(scripts[0] if scripts else argv[0]).stem
     check_name(name, "--command")
     joined = shlex.join(argv)
-    return WorkloadSpec(name, USER_FAMILY, "", tuple(batch_sizes), (1,), f"command {joined}", {"command": joined})
+    scales = user_scale_factors(scale_factors)
+    return WorkloadSpec(name, USER_FAMILY, "", tuple(batch_sizes), scales, f"command {joined}", {"command": joined})
 
 
 def is_command(spec: WorkloadSpec) -> bool:
@@ -174,29 +189,49 @@ def _measurement(clock: ReportClock, config: TimingConfig, reason: str) -> Measu
     )
 
 
-# --------------------------------------------------------------------------- running one
+# --------------------------------------------------------------------------- running a gang
 
 
 @dataclass(frozen=True)
 class CommandJob:
+    """One measurement of a command: `len(devices)` ranks (1: alone; k: data-parallel)."""
+
     spec: WorkloadSpec
     batch_size: int | None
-    device: str  # "cpu" or "cuda:<index>"
+    devices: tuple[str, ...]  # per rank: "cpu" or "cuda:<index>"
     timing: TimingConfig
     scale: str
-    cpu_set: tuple[int, ...]
+    cpu_sets: tuple[tuple[int, ...], ...]  # per rank (empty tuples for GPUs)
     timeout_s: float
+    master_port: int = 0  # data-parallel rendezvous (MASTER_PORT); 0: alone, none needed
+
+    @property
+    def world_size(self) -> int:
+        return len(self.devices)
 
 
-def _environment(job: CommandJob) -> Mapping[str, str]:
+def _environment(job: CommandJob, rank: int) -> Mapping[str, str]:
+    """ROTA_* for every rank; torchrun's variables for a gang (its GPUs visible in rank order, so
+    LOCAL_RANK indexes them as torchrun's ranks do, and ROTA_DEVICE names the rank's own)."""
     env = {**os.environ, "ROTA_SCALE": job.scale, "PYTHONUNBUFFERED": "1", "ROTA_DEVICE": "cpu"}
-    if job.device.startswith("cuda"):
-        env.update(CUDA_VISIBLE_DEVICES=job.device.partition(":")[2] or "0", ROTA_DEVICE="cuda:0")
+    gpus = [d.partition(":")[2] or "0" for d in job.devices if d.startswith("cuda")]
+    if gpus:
+        env.update(CUDA_VISIBLE_DEVICES=",".join(gpus), ROTA_DEVICE=f"cuda:{rank}")
     if job.batch_size is not None:
         env["ROTA_BATCH_SIZE"] = str(job.batch_size)
-    if job.cpu_set:
-        env["OMP_NUM_THREADS"] = str(len(job.cpu_set))
+    if job.cpu_sets[rank]:
+        env["OMP_NUM_THREADS"] = str(len(job.cpu_sets[rank]))
+    if job.world_size > 1:
+        env.update(torchrun_environment(rank, job.world_size, job.master_port))
+        env["ROTA_DIST_BACKEND"] = "nccl" if gpus else "gloo"
     return env
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now, for a gang's rendezvous (as torchrun's --standalone picks one)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def _peak_rss_bytes(pid: int) -> int | None:
@@ -228,40 +263,58 @@ def _tail(path: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _ended(job: CommandJob, process: subprocess.Popen, log: str, clock: ReportClock) -> WorkerResult | None:
-    """The command exited on its own: an oom row, an error, or (exit 0 with timed windows) a result."""
-    try:
-        code = process.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:  # closed its output but runs on
-        raise InputError(f"{job.spec.model}: closed its standard output but kept running", field="--command") from None
-    detail = _tail(log)
-    label = job.spec.model
-    if code == -signal.SIGKILL or "out of memory" in detail.lower():
-        return WorkerResult(status="oom", message=f"{label}: exited with code {code} ({detail})")
-    if code != 0:
-        why = f": {detail}" if detail else ""
-        raise InputError(f"{label}: {job.spec.options['command']} exited with code {code}{why}", field="--command")
-    if len(clock.windows) <= job.timing.warmup_steps:
-        raise InputError(
-            f"{label}: exited after {clock.last_n} steps, before a timed window; "
-            f"let it run longer than --warmup-steps {job.timing.warmup_steps} plus --budget",
-            field="--command",
-        )
-    return None
+@dataclass
+class _Rank:
+    rank: int
+    process: subprocess.Popen
+    log: str  # its standard error
+    exited_at: float = math.inf  # when the watcher saw it exit: the first to fail is the one to name
+
+    def outcome(self, label: str, command: str) -> WorkerResult | None:
+        """Once it has exited: an oom result, None for exit 0; InputError for another failure."""
+        try:
+            code = self.process.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:  # closed its output but runs on
+            raise InputError(f"{label}: closed its standard output but kept running", field="--command") from None
+        detail = _tail(self.log)
+        who = f"{label}" + (f" rank {self.rank}" if self.rank else "")
+        if code == -signal.SIGKILL or "out of memory" in detail.lower():
+            return WorkerResult(status="oom", message=f"{who}: exited with code {code} ({detail})")
+        if code != 0:
+            why = f": {detail}" if detail else ""
+            raise InputError(f"{who}: {command} exited with code {code}{why}", field="--command")
+        return None
 
 
-def run_command(job: CommandJob) -> WorkerResult:
-    """Start the command, time its step reports, stop it; one WorkerResult (or InputError)."""
+def _watch(ranks: Sequence[_Rank], reports: _Reports) -> None:
+    """Note when each rank exits. One other than 0 that exits ends the measurement: rank 0 would
+    wait in its collectives until the backend's timeout, so its report stream is closed for it."""
+
+    def watch(rank: _Rank) -> None:
+        rank.process.wait()
+        rank.exited_at = time.monotonic()
+        if rank.rank:
+            reports.lines.put((rank.exited_at, None))
+
+    for rank in ranks:
+        threading.Thread(target=watch, args=(rank,), daemon=True).start()
+
+
+def _drain(stream) -> None:
+    for _ in stream:  # ranks above 0: their reports are not timed (the gang steps together)
+        pass
+
+
+def _launch(job: CommandJob, rank: int) -> _Rank:
     label = job.spec.model
-    log = tempfile.NamedTemporaryFile(prefix="rota-command-", suffix=".log", delete=False)
-    launched_at = time.monotonic()
+    log = tempfile.NamedTemporaryFile(prefix=f"rota-command-{rank}-", suffix=".log", delete=False)
     try:
         process = subprocess.Popen(
             command_argv(job.spec, job.batch_size),
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,
-            env=dict(_environment(job)),
+            env=dict(_environment(job, rank)),
             text=True,
             start_new_session=True,  # its own process group: stopped whole, and Ctrl-C is ours to handle
         )
@@ -269,18 +322,36 @@ def run_command(job: CommandJob) -> WorkerResult:
         log.close()
         os.unlink(log.name)
         raise InputError(f"{label}: cannot start {job.spec.options['command']}: {exc}", field="--command") from None
+    log.close()
+    if job.cpu_sets[rank] and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(process.pid, job.cpu_sets[rank])  # it has just started: before its thread pools
+        except OSError:  # already gone: its exit status says why
+            pass
+    return _Rank(rank, process, log.name)
+
+
+def run_command(job: CommandJob) -> list[WorkerResult]:
+    """Start the command's ranks, time rank 0's step reports, stop them all; one WorkerResult per rank
+    (a data-parallel gang steps together, so each rank's rate is rank 0's), or InputError."""
+    label = job.spec.model
+    launched_at = time.monotonic()
+    ranks: list[_Rank] = []
     try:
-        if job.cpu_set and hasattr(os, "sched_setaffinity"):
-            os.sched_setaffinity(process.pid, job.cpu_set)  # it has just started: before its thread pools
-        reports = _Reports.start(label, process.stdout)
+        for rank in range(job.world_size):
+            ranks.append(_launch(job, rank))
+        reports = _Reports.start(label, ranks[0].process.stdout)
+        for other in ranks[1:]:
+            threading.Thread(target=_drain, args=(other.process.stdout,), daemon=True).start()
+        _watch(ranks, reports)
         deadline = launched_at + job.timeout_s
         clock = ReportClock(reports, launched_at, deadline, job.timing.warmup_steps, job.timing.window_s)
         try:
             m = _measurement(clock, job.timing, measure(lambda: None, job.timing, clock, Solo()).stop_reason)
         except CommandEnded:
-            early = _ended(job, process, log.name, clock)
+            early = _ended(job, ranks, clock)
             if early is not None:
-                return early
+                return [early] * job.world_size
             m = _measurement(clock, job.timing, "command ended")
         except _NoStep:
             seen = "no step" if clock.last_n == 0 else f"no step after step {clock.last_n}"
@@ -290,20 +361,51 @@ def run_command(job: CommandJob) -> WorkerResult:
                 field="--command",
             ) from None
         startup_s = sum(t for _, t in clock.windows[: job.timing.warmup_steps])  # launch to the end of warm-up
-        peak = _peak_rss_bytes(process.pid) if not job.device.startswith("cuda") else None
+        gpu = job.devices[0].startswith("cuda")
+        peaks = [None if gpu else _peak_rss_bytes(r.process.pid) for r in ranks]
     finally:
-        _stop(process)
-        log.close()
-        os.unlink(log.name)
-    return WorkerResult(
-        status="ok",
-        steps_per_s=m.steps_per_s,
-        n_steps=m.n_steps,
-        step_time_median_s=m.median,
-        step_time_iqr_s=m.iqr,
-        samples_per_step=job.batch_size or 1,
-        peak_memory_bytes=peak,
-        stop_reason=m.stop_reason,
-        windows=len(m.window_steps),
-        startup_s=startup_s,
-    )
+        for r in ranks:
+            _stop(r.process)
+        for r in ranks:
+            os.unlink(r.log)
+    return [
+        WorkerResult(
+            status="ok",
+            steps_per_s=m.steps_per_s,
+            n_steps=m.n_steps,
+            step_time_median_s=m.median,
+            step_time_iqr_s=m.iqr,
+            samples_per_step=job.batch_size or 1,
+            peak_memory_bytes=peak,
+            stop_reason=m.stop_reason,
+            windows=len(m.window_steps),
+            startup_s=startup_s,
+        )
+        for peak in peaks
+    ]
+
+
+def _ended(job: CommandJob, ranks: Sequence[_Rank], clock: ReportClock) -> WorkerResult | None:
+    """A rank exited on its own: an oom result, an error, or (all exited 0 after timed windows) None."""
+    label, command = job.spec.model, job.spec.options["command"]
+    failed = [r for r in ranks if r.process.poll() not in (None, 0)]
+    if not failed:  # a clean exit: the others should follow it within the grace time
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline and any(r.process.poll() is None for r in ranks):
+            time.sleep(0.05)
+        failed = [r for r in ranks if r.process.poll() != 0]
+    for rank in sorted(failed, key=lambda r: (r.exited_at, r.rank)):
+        if rank.process.poll() is not None:
+            result = rank.outcome(label, command)
+            if result is not None:
+                return result
+    if failed:  # some ranks finished and the others ran on: not a whole-gang measurement
+        running = ", ".join(str(r.rank) for r in failed)
+        raise InputError(f"{label}: rank(s) {running} ran on after the others exited", field="--command")
+    if len(clock.windows) <= job.timing.warmup_steps:
+        raise InputError(
+            f"{label}: exited after {clock.last_n} steps, before a timed window; "
+            f"let it run longer than --warmup-steps {job.timing.warmup_steps} plus --budget",
+            field="--command",
+        )
+    return None

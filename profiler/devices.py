@@ -35,7 +35,10 @@ class DeviceType:
 
     The CPU is cut into workers of `cores_per_worker` cores each, the way a GPU
     host is cut into GPUs: a solo job gets one worker's cores, a co-located pair
-    shares them, a data-parallel job of scale factor k gets k disjoint workers.
+    shares them, a data-parallel job of scale factor k gets k workers: disjoint
+    cores, unless more workers were asked for than the cores allow
+    (`rota profile --cpu-workers`), when they take the cores in turn and share
+    them (a 4-process job on a 2-core laptop: its rows then say so).
     """
 
     worker_type: str  # "h200", "cpu"
@@ -66,8 +69,8 @@ class DeviceType:
         """The cores of CPU worker `rank` (empty for GPUs)."""
         if self.backend != "cpu":
             return ()
-        worker = self.indices[rank]
-        return self.core_ids[worker * self.cores_per_worker : (worker + 1) * self.cores_per_worker]
+        worker, n = self.indices[rank], self.cores_per_worker
+        return tuple(self.core_ids[(worker * n + i) % len(self.core_ids)] for i in range(n))
 
 
 def cpu_model_name() -> str:
@@ -87,12 +90,21 @@ def available_cores() -> tuple[int, ...]:
     return tuple(range(os.cpu_count() or 1))
 
 
-def cpu_device(cores_per_worker: int = 1) -> DeviceType:
+MAX_CPU_WORKERS = 64  # a data-parallel shape beyond any scale factor a table holds
+
+
+def cpu_device(cores_per_worker: int = 1, workers: int | None = None) -> DeviceType:
+    """The CPU as `workers` workers of `cores_per_worker` cores (default: as many as the cores give)."""
     cores = available_cores()
     if not 1 <= cores_per_worker <= len(cores):
         raise ValueError(f"cores per CPU worker must be between 1 and {len(cores)}, got {cores_per_worker}")
-    workers = len(cores) // cores_per_worker
+    fit = len(cores) // cores_per_worker
+    if workers is not None and not 1 <= workers <= MAX_CPU_WORKERS:
+        raise ValueError(f"CPU workers must be between 1 and {MAX_CPU_WORKERS}, got {workers}")
+    workers = workers or fit
     name = f"{cpu_model_name()} ({cores_per_worker} of {len(cores)} cores per worker)"
+    if workers > fit:  # the rows must not pass for a machine with that many cores
+        name = f"{cpu_model_name()} ({workers} workers of {cores_per_worker} core(s) sharing {len(cores)} cores)"
     return DeviceType("cpu", "cpu", tuple(range(workers)), name, core_ids=cores, cores_per_worker=cores_per_worker)
 
 
@@ -136,10 +148,10 @@ def group_cuda(devices: list[dict]) -> list[DeviceType]:
     ]
 
 
-def discover(include_cuda: bool = True, cores_per_worker: int = 1) -> list[DeviceType]:
+def discover(include_cuda: bool = True, cores_per_worker: int = 1, cpu_workers: int | None = None) -> list[DeviceType]:
     """All worker types on this host, GPUs first, the CPU last."""
     found = group_cuda(query_cuda()) if include_cuda else []
-    return [*found, cpu_device(cores_per_worker)]
+    return [*found, cpu_device(cores_per_worker, cpu_workers)]
 
 
 def torch_available() -> bool:

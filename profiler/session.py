@@ -15,7 +15,7 @@ from pathlib import Path
 
 from planner.errors import InputError
 from planner.formats.table import append_rows
-from profiler.command import CommandJob, is_command, run_command
+from profiler.command import CommandJob, free_port, is_command, run_command
 from profiler.coordination import HARD_STOP_FACTOR
 from profiler.plan import Key, Task
 from profiler.processes import run_group
@@ -107,16 +107,18 @@ def worker_jobs(task: Task, options: RunOptions) -> list[WorkerJob]:
 
 
 def command_job(task: Task, options: RunOptions) -> CommandJob:
-    (job,) = task.jobs  # commands are measured alone, at scale factor 1
-    device = task.device
+    """A command's ranks as worker_jobs places a workload's: rank r on device/worker r."""
+    (job,) = task.jobs  # commands are never paired
+    ranks = range(task.scale_factor)
     return CommandJob(
         job.spec,
         job.batch_size,
-        device.device(0),
+        tuple(task.device.device(r) for r in ranks),
         options.timing,
         options.scale,
-        device.cpu_set(0),
+        tuple(task.device.cpu_set(r) for r in ranks),
         options.task_timeout_s(),
+        master_port=free_port() if task.scale_factor > 1 else 0,
     )
 
 
@@ -141,7 +143,7 @@ def run_task(task: Task, options: RunOptions, statuses: dict[Key, str]) -> TaskO
             rows = failure_rows(task, inherited, prov)
             return TaskOutcome(task, inherited, rows, "a member cannot run alone here", 0.0)
     if is_command(task.jobs[0].spec):
-        results = [run_command(command_job(task, options))]
+        results = run_command(command_job(task, options))
     else:
         log_dir = tempfile.mkdtemp(prefix="rota-profile-")
         try:

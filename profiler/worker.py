@@ -151,6 +151,7 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     if distributed:
         import torch.distributed as dist
 
+        os.environ.update(torchrun_environment(job.rank, job.world_size))  # as a launcher's ranks see it
         dist.init_process_group(
             "nccl" if cuda else "gloo",
             init_method=job.dist_init,
@@ -162,7 +163,7 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
         ctx = BuildContext(job.batch_size, job.device, job.scale, dict(job.options))
         built = as_built(builder(ctx), ctx, job.builder)
         model = built.model
-        if distributed:
+        if distributed and model is not None:  # a step callable does its own gradient exchange
             from torch.nn.parallel import DistributedDataParallel
 
             model = DistributedDataParallel(model, device_ids=[torch.device(job.device).index] if cuda else None)
@@ -201,6 +202,21 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
         windows=len(m.window_steps),
         **restart,
     )
+
+
+def torchrun_environment(rank: int, world_size: int, master_port: int | None = None) -> dict[str, str]:
+    """The variables torchrun gives each rank of a one-host gang (MASTER_PORT where there is a store to find)."""
+    env = {
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size),
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+    }
+    if master_port is not None:
+        env["MASTER_PORT"] = str(master_port)
+    return env
 
 
 def _restart_cost(job: WorkerJob, built, timing_began: float) -> dict:

@@ -46,14 +46,22 @@ def check_name(name: str, option: str) -> str:
     return name
 
 
-def parse_workload(text: str, batch_sizes: Sequence[int] = ()) -> WorkloadSpec:
-    """'[NAME=]package.module:factory' → a single-device spec measured at `batch_sizes` (none: no batch size)."""
+def parse_workload(text: str, batch_sizes: Sequence[int] = (), scale_factors: Sequence[int] = (1,)) -> WorkloadSpec:
+    """'[NAME=]package.module:factory' → a spec measured at `batch_sizes` (none: no batch size) and
+    `scale_factors` (data-parallel above 1, see profiler.worker)."""
     match = _ENTRY.match(text.strip())
     if not match:
         raise InputError(f"expected [NAME=]package.module:factory, got {text!r}", field="--workload")
     entry = f"{match['module']}:{match['function']}"
     name = check_name(match["name"] or match["module"].rsplit(".", 1)[-1], "--workload")
-    return WorkloadSpec(name, USER_FAMILY, entry, tuple(batch_sizes), (1,), f"workload {entry}")
+    return WorkloadSpec(
+        name, USER_FAMILY, entry, tuple(batch_sizes), user_scale_factors(scale_factors), f"workload {entry}"
+    )
+
+
+def user_scale_factors(scale_factors: Sequence[int]) -> tuple[int, ...]:
+    """A user job's scale factors: 1 always (its solo row anchors the rest), then the asked ones."""
+    return tuple(sorted({1, *scale_factors}))
 
 
 def is_user(spec: WorkloadSpec) -> bool:
