@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from planner import __version__
-from planner.cli import compare, export, plan, policies, run, schedule, simulate, sweep, table
+from planner.cli import compare, export, jobs, plan, policies, run, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
 from planner.cli.help_format import hide_flag_types
 
@@ -60,6 +60,7 @@ def _register() -> None:
     schedule_app.command("validate")(user_errors(schedule.schedule_validate_command))
     schedule_app.command("show")(user_errors(schedule.schedule_show_command))
     app.add_typer(schedule_app, name="schedule")
+    app.add_typer(jobs.jobs_app, name="jobs")
 
 
 hide_flag_types()

@@ -71,7 +71,7 @@ def user_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except (InputError, SolverError) as exc:
-            _error(str(exc))
+            _error(*(getattr(exc, "lines", None) or (str(exc),)))  # a job list's faults: one line each
         except OSError as exc:
             if exc.filename is None:
                 raise
@@ -93,8 +93,10 @@ def report_problems(problems: Sequence[Exception]) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _error(message: str) -> NoReturn:
-    err.print(styled("[bold red]error:[/] {}", one_line(message)), highlight=False, soft_wrap=True)
+def _error(first: str, *more: str) -> NoReturn:
+    err.print(styled("[bold red]error:[/] {}", one_line(first)), highlight=False, soft_wrap=True)
+    for line in more:
+        err.print(one_line(line), highlight=False, soft_wrap=True)
     raise typer.Exit(2) from None
 
 

@@ -2,7 +2,8 @@
 
 Anchors and aliases are refused (an alias bomb expands to billions of nodes),
 so are duplicate keys (which would silently keep the last value) and nesting
-deeper than `MAX_DEPTH`. Every failure is an InputError naming the file and line.
+deeper than `MAX_DEPTH`. Every failure is an InputError naming the file, line and column
+("cannot parse: line 3, column 5: mapping values are not allowed here").
 
 Plain scalars are typed by the YAML 1.2 core schema, stricter still about numbers: a number is
 ASCII digits with an optional sign, decimal point and exponent (no leading zero on an integer),
@@ -23,10 +24,33 @@ from planner.formats.fields import short
 from planner.formats.files import MAX_DEPTH
 
 
-class _Refused(yaml.YAMLError):
+class _Refused(yaml.MarkedYAMLError):
+    """A document PyYAML would load and this loader refuses, at `mark`."""
+
     def __init__(self, message: str, mark: Any):
-        line = f" (line {mark.line + 1})" if mark is not None else ""
-        super().__init__(f"{message}{line}")
+        super().__init__(problem=message, problem_mark=mark)
+
+
+def _at(mark: Any) -> str:
+    """'line 3, column 5' (1-based, as an editor counts) of a PyYAML mark."""
+    return f"line {mark.line + 1}, column {mark.column + 1}"
+
+
+def _reason(exc: yaml.YAMLError) -> str:
+    """One line: where and what PyYAML (or this loader) found wrong, and the construct it was
+    reading when that starts elsewhere: 'line 3, column 5: mapping values are not allowed here'."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem is None:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    problem, mark, context, context_mark = exc.problem, exc.problem_mark, exc.context, exc.context_mark
+    reason = f"{_at(mark)}: {problem}" if mark is not None else problem
+    if context:
+        same_place = context_mark is None or (
+            mark is not None and (context_mark.line, context_mark.column) == (mark.line, mark.column)
+        )
+        where = "" if same_place else f" that starts at {_at(context_mark)}"
+        reason += f" ({context}{where})"
+    return " ".join(reason.splitlines())  # PyYAML's texts may hold line breaks
 
 
 _BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
@@ -94,7 +118,7 @@ def load_yaml(text: str, path: object) -> Any:
     try:
         return yaml.load(text, Loader=SafeLoader)  # noqa: S506 - SafeLoader above is a yaml.SafeLoader
     except yaml.YAMLError as exc:
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", path=path) from None
+        raise InputError(f"cannot parse: {_reason(exc)}", path=path) from None
     except RecursionError:
         raise InputError("cannot parse: nested too deeply", path=path) from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts

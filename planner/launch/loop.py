@@ -379,7 +379,8 @@ class RunLoop:
                 if not job.command and self.config.default_command is None:
                     raise InputError(f"job {job.job_id!r} has no command", path=path, field="command")
         except InputError as exc:
-            self.events.emit("warning", text=f"the job list changed but cannot be read; keeping the last one: {exc}")
+            faults = "; ".join(line.strip() for line in str(exc).splitlines())  # events are one line each
+            self.events.emit("warning", text=f"the job list changed but cannot be read; keeping the last one: {faults}")
             return
         known = {j.job_id for j in self.jobs or ()}
         added = [j.job_id for j in jobs if j.job_id not in known]
