@@ -64,6 +64,29 @@ def test_plan_warns_once_per_job_type_and_names_the_remedy(tmp_path):
     assert any("has no t4 row" in w for w in summary["warnings"])
 
 
+def test_simulate_of_a_job_list_says_it_too(tmp_path):
+    inputs = _inputs(tmp_path)
+    args = [
+        "simulate",
+        "--table",
+        inputs[1],
+        "--trace",
+        inputs[3],
+        "--cluster",
+        inputs[5],
+        "--out",
+        str(tmp_path / "sim"),
+    ]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    lines = [line for line in res.output.splitlines() if "has no t4 row" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: ResNet-18 (batch size 64) (1 job)"), res.output
+    summary = json.loads((tmp_path / "sim" / "summary.json").read_text())
+    assert summary["missing_cells"] == [
+        {"model": "ResNet-18", "batch_size": 64, "scale_factor": 1, "worker_types": ["t4"], "jobs": 1}
+    ]
+
+
 def test_strict_cells_refuses_in_one_line_naming_the_table(tmp_path):
     out = tmp_path / "s.json"
     res = runner.invoke(app, ["plan", *_inputs(tmp_path), "--out", str(out), "--strict-cells"])

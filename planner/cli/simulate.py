@@ -12,10 +12,21 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from planner.cli.common import MAX_DURATION_H, MAX_ROUND_S, check_method, hours, out, progress_bar, styled
+from planner.cli.common import (
+    MAX_DURATION_H,
+    MAX_ROUND_S,
+    check_method,
+    err,
+    hours,
+    one_line,
+    out,
+    progress_bar,
+    styled,
+)
 from planner.cli.round_length import AUTO, parse_round_length, round_length_option
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
+from planner.formats.coverage import missing_cells
 from planner.formats.inputs import load_cluster, load_table
 from planner.formats.trace import read_trace, write_trace
 from planner.modes.generator import (
@@ -236,10 +247,15 @@ def simulate_command(
     if trace is not None and num_jobs is not None:
         raise InputError("give either --trace or generator options (--num-jobs / --rate), not both", field="--trace")
 
-    def workload():
+    trace_jobs = read_trace(trace, thr, spec) if trace is not None else None
+    missing = missing_cells(thr, trace_jobs, spec) if trace_jobs is not None else []
+    if not as_json:  # a job type that silently never runs on some GPUs would bend every measure
+        for cells in missing:
+            err.print(styled("[yellow]warning:[/] ") + one_line(cells.describe()), highlight=False, soft_wrap=True)
 
-        if trace is not None:
-            return Workload(jobs=read_trace(trace, thr, spec), description={"trace": str(trace)})
+    def workload():
+        if trace_jobs is not None:
+            return Workload(jobs=list(trace_jobs), description={"trace": str(trace)})
         if num_jobs is None and window is None:
             raise InputError(
                 "give a --trace, a number of jobs (--num-jobs) or a --window for an endless generated trace",
@@ -300,6 +316,7 @@ def simulate_command(
         "config": result.config,
         "workload": result.workload,
         "metrics": result.metrics,
+        "missing_cells": [cells.to_json() for cells in missing],
     }
     if auto is not None:
         summary["round_length"] = auto.to_json()
