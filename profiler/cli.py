@@ -34,15 +34,29 @@ from profiler.plan import (
 )
 from profiler.report import ProfileProgress, device_table, model_table, noisy_note, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
+from profiler.slurm_nodes import LAUNCHERS, allocation_nodes
 from profiler.timing import TimingConfig
 from profiler.workloads import check_entry_points, is_user, parse_workload
 
 
 def _pick_devices(
-    requested: Optional[str], cpu_cores: int, cpu_workers: Optional[int] = None
+    requested: Optional[str], cpu_cores: int, cpu_workers: Optional[int] = None, across_nodes: Optional[str] = None
 ) -> list[devices_mod.DeviceType]:
     """The devices named by --device-types: 'h200,cpu', or 'NAME=DEVICE' to record DEVICE's rows
-    under the worker type NAME (a cluster's 'v100' measured on the local 'v100-16gb')."""
+    under the worker type NAME (a cluster's 'v100' measured on the local 'v100-16gb'); with
+    --across-nodes, each spans the allocation's nodes."""
+    picked = _local_devices(requested, cpu_cores, cpu_workers)
+    if across_nodes is None:
+        return picked
+    if across_nodes not in LAUNCHERS:
+        raise InputError(f"must be one of {', '.join(LAUNCHERS)}, got {across_nodes!r}", field="--across-nodes")
+    nodes = allocation_nodes()
+    return [replace(d, nodes=nodes) for d in picked] if len(nodes) > 1 else picked
+
+
+def _local_devices(
+    requested: Optional[str], cpu_cores: int, cpu_workers: Optional[int]
+) -> list[devices_mod.DeviceType]:
     wanted = _device_names(requested)
     cpu_only = bool(wanted) and set(wanted.values()) == {"cpu"}
     try:
@@ -158,6 +172,14 @@ def profile_command(
             "cores, so a 4-process job can be tried on a 2-core laptop; its rows' device_name says so."
         ),
     ] = None,
+    across_nodes: Annotated[
+        Optional[str],
+        typer.Option(
+            help="'slurm': inside a multi-node Slurm allocation (sbatch --nodes=N, salloc -N N), measure "
+            "--command jobs on gangs of whole nodes too (--scale-factors beyond one node's devices; the other "
+            "nodes' ranks start through srun). Every node is taken to hold this one's devices.",
+        ),
+    ] = None,
     gpt_size: Annotated[
         str, typer.Option(help="GPT preset: small (table name 'GPT'), medium, large or xl ('GPT-<size>').")
     ] = "small",
@@ -219,6 +241,7 @@ class ProfileArgs:
     timeout: Optional[float]
     cpu_cores: int
     cpu_workers: Optional[int]
+    across_nodes: Optional[str]
     gpt_size: str
     workload: Optional[list[str]]
     command: Optional[list[str]]
@@ -233,7 +256,7 @@ class ProfileArgs:
 def _profile(a: ProfileArgs) -> None:
     console = Console(highlight=False)
     if a.list_devices:
-        _show_devices(console, _pick_devices(a.device_types, a.cpu_cores, a.cpu_workers), a.json_output)
+        _show_devices(console, _pick_devices(a.device_types, a.cpu_cores, a.cpu_workers, a.across_nodes), a.json_output)
         return
     if a.scale not in SCALES:
         raise InputError(f"must be one of {', '.join(SCALES)}, got {a.scale!r}", field="--scale")
@@ -258,7 +281,7 @@ def _profile(a: ProfileArgs) -> None:
         gpt_size=a.gpt_size,
         budget_s=a.budget,
     )
-    tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores, a.cpu_workers), selection)
+    tasks = build_plan(_pick_devices(a.device_types, a.cpu_cores, a.cpu_workers, a.across_nodes), selection)
     if not tasks:
         raise InputError("nothing to measure with this selection", field="--models")
     try:

@@ -53,8 +53,10 @@ from pathlib import Path
 
 from models.spec import WorkloadSpec
 from planner.errors import InputError
+from profiler.devices import Node
+from profiler.slurm_nodes import srun_prefix
 from profiler.timing import Measurement, Solo, TimingConfig, measure
-from profiler.worker import WorkerResult, torchrun_environment
+from profiler.worker import GangPlace, WorkerResult, torchrun_environment
 from profiler.workloads import USER_FAMILY, check_name, user_scale_factors
 
 STEP_LINE = re.compile(r"^ROTA_STEP\s+(?P<n>\S+)\s*$")
@@ -204,25 +206,47 @@ class CommandJob:
     cpu_sets: tuple[tuple[int, ...], ...]  # per rank (empty tuples for GPUs)
     timeout_s: float
     master_port: int = 0  # data-parallel rendezvous (MASTER_PORT); 0: alone, none needed
+    nodes: tuple[Node, ...] = ()  # per rank, in a multi-node allocation (rank 0's is this host)
 
     @property
     def world_size(self) -> int:
         return len(self.devices)
 
+    def place(self, rank: int) -> GangPlace:
+        """Rank `rank` among the ranks of its node, and the node among the gang's."""
+        if not self.nodes:
+            return GangPlace(rank, self.world_size, rank, self.world_size, 0, "127.0.0.1", self.master_port)
+        order = list(dict.fromkeys(self.nodes))
+        mates = [r for r, node in enumerate(self.nodes) if node == self.nodes[rank]]
+        return GangPlace(
+            rank,
+            self.world_size,
+            mates.index(rank),
+            len(mates),
+            order.index(self.nodes[rank]),
+            self.nodes[0].address,
+            self.master_port,
+        )
 
-def _environment(job: CommandJob, rank: int) -> Mapping[str, str]:
+    def is_remote(self, rank: int) -> bool:
+        return bool(self.nodes) and self.nodes[rank] != self.nodes[0]
+
+
+def rank_environment(job: CommandJob, rank: int) -> Mapping[str, str]:
     """ROTA_* for every rank; torchrun's variables for a gang (its GPUs visible in rank order, so
     LOCAL_RANK indexes them as torchrun's ranks do, and ROTA_DEVICE names the rank's own)."""
     env = {**os.environ, "ROTA_SCALE": job.scale, "PYTHONUNBUFFERED": "1", "ROTA_DEVICE": "cpu"}
-    gpus = [d.partition(":")[2] or "0" for d in job.devices if d.startswith("cuda")]
+    place = job.place(rank)
+    mates = [r for r in range(job.world_size) if not job.nodes or job.nodes[r] == job.nodes[rank]]
+    gpus = [job.devices[r].partition(":")[2] or "0" for r in mates if job.devices[r].startswith("cuda")]
     if gpus:
-        env.update(CUDA_VISIBLE_DEVICES=",".join(gpus), ROTA_DEVICE=f"cuda:{rank}")
+        env.update(CUDA_VISIBLE_DEVICES=",".join(gpus), ROTA_DEVICE=f"cuda:{place.local_rank}")
     if job.batch_size is not None:
         env["ROTA_BATCH_SIZE"] = str(job.batch_size)
     if job.cpu_sets[rank]:
         env["OMP_NUM_THREADS"] = str(len(job.cpu_sets[rank]))
     if job.world_size > 1:
-        env.update(torchrun_environment(rank, job.world_size, job.master_port))
+        env.update(torchrun_environment(place))
         env["ROTA_DIST_BACKEND"] = "nccl" if gpus else "gloo"
     return env
 
@@ -310,11 +334,11 @@ def _launch(job: CommandJob, rank: int) -> _Rank:
     log = tempfile.NamedTemporaryFile(prefix=f"rota-command-{rank}-", suffix=".log", delete=False)
     try:
         process = subprocess.Popen(
-            command_argv(job.spec, job.batch_size),
+            [*(srun_prefix(job.nodes[rank]) if job.is_remote(rank) else ()), *command_argv(job.spec, job.batch_size)],
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,
-            env=dict(_environment(job, rank)),
+            env=dict(rank_environment(job, rank)),
             text=True,
             start_new_session=True,  # its own process group: stopped whole, and Ctrl-C is ours to handle
         )
@@ -323,7 +347,7 @@ def _launch(job: CommandJob, rank: int) -> _Rank:
         os.unlink(log.name)
         raise InputError(f"{label}: cannot start {job.spec.options['command']}: {exc}", field="--command") from None
     log.close()
-    if job.cpu_sets[rank] and hasattr(os, "sched_setaffinity"):
+    if job.cpu_sets[rank] and not job.is_remote(rank) and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(process.pid, job.cpu_sets[rank])  # it has just started: before its thread pools
         except OSError:  # already gone: its exit status says why
@@ -362,7 +386,7 @@ def run_command(job: CommandJob) -> list[WorkerResult]:
             ) from None
         startup_s = sum(t for _, t in clock.windows[: job.timing.warmup_steps])  # launch to the end of warm-up
         gpu = job.devices[0].startswith("cuda")
-        peaks = [None if gpu else _peak_rss_bytes(r.process.pid) for r in ranks]
+        peaks = [None if gpu or job.is_remote(r.rank) else _peak_rss_bytes(r.process.pid) for r in ranks]
     finally:
         for r in ranks:
             _stop(r.process)

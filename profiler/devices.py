@@ -30,6 +30,14 @@ def normalise_name(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Node:
+    """A node of a multi-node allocation: its name (for the launcher) and an address its peers reach."""
+
+    name: str
+    address: str
+
+
+@dataclass(frozen=True)
 class DeviceType:
     """One worker type on this host: its devices and how to address them.
 
@@ -39,6 +47,10 @@ class DeviceType:
     cores, unless more workers were asked for than the cores allow
     (`rota profile --cpu-workers`), when they take the cores in turn and share
     them (a 4-process job on a 2-core laptop: its rows then say so).
+
+    `nodes`: empty on one host; inside a multi-node allocation
+    (`rota profile --across-nodes slurm`) the allocation's nodes, this one
+    first, each with devices like this host's, ranks numbered node by node.
     """
 
     worker_type: str  # "h200", "cpu"
@@ -48,10 +60,19 @@ class DeviceType:
     memory_bytes: int | None = None
     core_ids: tuple[int, ...] = ()  # CPU only: the cores this process may use
     cores_per_worker: int = 1  # CPU only
+    nodes: tuple[Node, ...] = ()
+
+    @property
+    def per_node(self) -> int:
+        return len(self.indices)
 
     @property
     def count(self) -> int:
-        return len(self.indices)
+        return self.per_node * max(1, len(self.nodes))
+
+    def node_of(self, rank: int) -> Node | None:
+        """The node of rank `rank` in a multi-node allocation (None on one host)."""
+        return self.nodes[rank // self.per_node] if self.nodes else None
 
     @property
     def cores(self) -> int:
@@ -63,13 +84,13 @@ class DeviceType:
         return self.count
 
     def device(self, rank: int = 0) -> str:
-        return f"cuda:{self.indices[rank]}" if self.backend == "cuda" else "cpu"
+        return f"cuda:{self.indices[rank % self.per_node]}" if self.backend == "cuda" else "cpu"
 
     def cpu_set(self, rank: int = 0) -> tuple[int, ...]:
         """The cores of CPU worker `rank` (empty for GPUs)."""
         if self.backend != "cpu":
             return ()
-        worker, n = self.indices[rank], self.cores_per_worker
+        worker, n = self.indices[rank % self.per_node], self.cores_per_worker
         return tuple(self.core_ids[(worker * n + i) % len(self.core_ids)] for i in range(n))
 
 

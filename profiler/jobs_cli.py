@@ -16,19 +16,28 @@ from planner.export.common import parse_map
 from planner.export.profile_jobs import RAY_DRIVER, SUBMIT, TABLE, write_ray_profile_jobs, write_slurm_profile_jobs
 from planner.formats.cluster import Cluster, read_cluster
 from profiler.cli import profile_command
-from profiler.plan import split_list
+from profiler.plan import parse_ints, split_list
 
 profile_jobs_app = typer.Typer(
     no_args_is_help=True, help="Write jobs that profile every worker type of a cluster on its own nodes."
 )
 
 # `rota profile` options each job sets itself, or that measure nothing.
-_SET_BY_JOBS = ("out", "device_types", "resume", "dry_run", "list_devices", "list_models", "json_output")
+_SET_BY_JOBS = (
+    "out",
+    "device_types",
+    "resume",
+    "dry_run",
+    "list_devices",
+    "list_models",
+    "json_output",
+    "across_nodes",
+)
 
 
-def check_profile_args(args: list[str]) -> None:
-    """The options for `rota profile` as its own parser reads them: an unknown option or a bad
-    value fails now, not on the nodes; options the jobs set themselves are refused."""
+def check_profile_args(args: list[str]) -> dict:
+    """The options for `rota profile` as its own parser reads them (returned by name): an unknown
+    option or a bad value fails now, not on the nodes; options the jobs set themselves are refused."""
     single = typer.Typer()
     single.command()(profile_command)
     command = typer.main.get_command(single)
@@ -44,6 +53,15 @@ def check_profile_args(args: list[str]) -> None:
         raise InputError(f"{given[0].opts[0]} is set by each job itself", field="PROFILE_OPTIONS")
     if context.args:
         raise InputError(f"unexpected argument {context.args[0]!r}", field="PROFILE_OPTIONS")
+    return dict(context.params)
+
+
+def gang_gpus(params: dict) -> int:
+    """The largest gang the profile options ask for: a --command job's largest scale factor (only
+    commands start ranks on other nodes); 1 without one."""
+    if not params.get("command"):
+        return 1
+    return max(parse_ints(params.get("scale_factors"), "--scale-factors") or (1,))
 
 
 def _from_command_line(context, name: str) -> bool:
@@ -55,15 +73,15 @@ def _device_types(text: Optional[str]) -> dict[str, str]:
     return parse_map(split_list(text), "--device-types")
 
 
-def _inputs(profile_args: Optional[list[str]], rota: str, cluster: Path) -> tuple[list[str], list[str], Cluster]:
-    """The checked profile options, the words of --rota and the cluster spec."""
+def _inputs(profile_args: Optional[list[str]], rota: str, cluster: Path) -> tuple[list[str], list[str], Cluster, int]:
+    """The checked profile options, the words of --rota, the cluster spec and the largest gang."""
     args = list(profile_args or ())
-    check_profile_args(args)
+    gang = gang_gpus(check_profile_args(args))
     try:
         words = shlex.split(rota)
     except ValueError as exc:
         raise InputError(f"cannot split {rota!r}: {exc}", field="--rota") from None
-    return args, words, read_cluster(cluster)
+    return args, words, read_cluster(cluster), gang
 
 
 # The options both launchers take, declared once.
@@ -110,7 +128,9 @@ def slurm_command(
     One batch job per worker type, pinned to one node of that type, runs `rota profile` there
     into OUT_DIR/shards/<worker type>.csv (rows named by the worker type); a merge job that
     Slurm starts once all succeeded writes OUT_DIR/throughputs.csv; OUT_DIR/submit.sh submits
-    them (OUT_DIR must be on a file system the nodes share).
+    them (OUT_DIR must be on a file system the nodes share). When a --command job asks for
+    scale factors beyond one node's GPUs, its worker type's job holds as many of the type's
+    nodes as the largest needs and measures those gangs across them (rota profile --across-nodes).
 
     Example:
 
@@ -118,7 +138,7 @@ def slurm_command(
             -- --scale-factors 1,2 --budget 20
         prof/submit.sh --wait
     """
-    args, words, spec = _inputs(profile_args, rota, cluster)
+    args, words, spec, gang = _inputs(profile_args, rota, cluster)
     written = write_slurm_profile_jobs(
         spec,
         out_dir,
@@ -128,6 +148,7 @@ def slurm_command(
         partition=partition,
         account=account,
         sbatch_options=sbatch_option or (),
+        gang_gpus=gang,
     )
     typer.echo(f"wrote {len(written)} file(s) under {out_dir}: {len(spec.names)} profiling job(s) and a merge")
     typer.echo(f"submit them with {out_dir / SUBMIT} (the merged table: {out_dir / TABLE})")
@@ -165,7 +186,7 @@ def ray_command(
         rota profile-jobs ray --cluster cluster.yaml --out-dir prof -- --scale-factors 1,2 --budget 20
         python prof/ray_profile.py --address HEAD:6379
     """
-    args, words, spec = _inputs(profile_args, rota, cluster)
+    args, words, spec, _gang = _inputs(profile_args, rota, cluster)  # one node per type under Ray
     written = write_ray_profile_jobs(
         spec,
         out_dir,

@@ -308,6 +308,14 @@ def _pair_list(
     return list(unique.values())
 
 
+def fits(job: JobRef, k: int, device: DeviceType) -> bool:
+    """k ranks of `job` on `device`: within one node, or (a --command job, which starts its ranks on
+    other nodes through the launcher) whole nodes of a multi-node allocation."""
+    if k <= device.per_node:
+        return True
+    return is_command(job.spec) and k <= device.max_processes and k % device.per_node == 0
+
+
 def build_plan(devices: Iterable[DeviceType], selection: Selection) -> list[Task]:
     """Solo rows first (pairs need them), then data-parallel, then pairs; per device."""
     devices = list(devices)
@@ -322,9 +330,7 @@ def build_plan(devices: Iterable[DeviceType], selection: Selection) -> list[Task
         if 1 in selection.scale_factors:
             tasks += [Task(device, (job,), 1) for job in solo_jobs]
         for k in sorted(set(selection.scale_factors) - {1}):
-            tasks += [
-                Task(device, (job,), k) for job in jobs if k in job.spec.scale_factors and k <= device.max_processes
-            ]
+            tasks += [Task(device, (job,), k) for job in jobs if k in job.spec.scale_factors and fits(job, k, device)]
         tasks += [Task(device, pair, 1) for pair in pairs]
     return tasks
 

@@ -17,6 +17,7 @@ from planner.errors import InputError
 from planner.formats.table import append_rows
 from profiler.command import CommandJob, free_port, is_command, run_command
 from profiler.coordination import HARD_STOP_FACTOR
+from profiler.devices import Node
 from profiler.plan import Key, Task
 from profiler.processes import run_group
 from profiler.rows import Provenance, failure_rows, rows_for
@@ -119,7 +120,15 @@ def command_job(task: Task, options: RunOptions) -> CommandJob:
         tuple(task.device.cpu_set(r) for r in ranks),
         options.task_timeout_s(),
         master_port=free_port() if task.scale_factor > 1 else 0,
+        nodes=_nodes(task) if task.scale_factor > task.device.per_node else (),
     )
+
+
+def _nodes(task: Task) -> tuple[Node, ...]:
+    """Each rank's node, for a gang of several nodes (ranks fill a node before the next)."""
+    nodes = tuple(task.device.node_of(r) for r in range(task.scale_factor))
+    assert all(n is not None for n in nodes)  # fits() plans gangs beyond one node only across nodes
+    return tuple(n for n in nodes if n is not None)
 
 
 def _solo_status(task: Task, statuses: dict[Key, str]) -> str | None:

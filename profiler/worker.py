@@ -151,7 +151,8 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     if distributed:
         import torch.distributed as dist
 
-        os.environ.update(torchrun_environment(job.rank, job.world_size))  # as a launcher's ranks see it
+        place = GangPlace(job.rank, job.world_size, job.rank, job.world_size)
+        os.environ.update(torchrun_environment(place))  # as a launcher's ranks see it
         dist.init_process_group(
             "nccl" if cuda else "gloo",
             init_method=job.dist_init,
@@ -204,18 +205,31 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
     )
 
 
-def torchrun_environment(rank: int, world_size: int, master_port: int | None = None) -> dict[str, str]:
-    """The variables torchrun gives each rank of a one-host gang (MASTER_PORT where there is a store to find)."""
+@dataclass(frozen=True)
+class GangPlace:
+    """Where one rank of a gang sits, in torchrun's terms."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    group_rank: int = 0  # the node's number in the gang
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None  # None: no store to find (the profiler formed the group itself)
+
+
+def torchrun_environment(place: GangPlace) -> dict[str, str]:
+    """The variables torchrun gives a rank."""
     env = {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(rank),
-        "WORLD_SIZE": str(world_size),
-        "LOCAL_WORLD_SIZE": str(world_size),
-        "GROUP_RANK": "0",
-        "MASTER_ADDR": "127.0.0.1",
+        "RANK": str(place.rank),
+        "LOCAL_RANK": str(place.local_rank),
+        "WORLD_SIZE": str(place.world_size),
+        "LOCAL_WORLD_SIZE": str(place.local_world_size),
+        "GROUP_RANK": str(place.group_rank),
+        "MASTER_ADDR": place.master_addr,
     }
-    if master_port is not None:
-        env["MASTER_PORT"] = str(master_port)
+    if place.master_port is not None:
+        env["MASTER_PORT"] = str(place.master_port)
     return env
 
 

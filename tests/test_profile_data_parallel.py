@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shlex
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -22,9 +24,15 @@ import typer
 from typer.testing import CliRunner
 
 from planner.cli import app as rota_app
+from planner.errors import InputError
 from planner.formats.table import read_table
 from profiler.cli import profile_command
-from profiler.devices import MAX_CPU_WORKERS, cpu_device
+from profiler.command import parse_command, rank_environment
+from profiler.devices import MAX_CPU_WORKERS, DeviceType, Node, cpu_device
+from profiler.plan import Selection, build_plan
+from profiler.session import RunOptions, command_job
+from profiler.slurm_nodes import allocation_nodes
+from profiler.workloads import parse_workload
 
 REPO = Path(__file__).resolve().parents[1]
 app = typer.Typer()
@@ -39,35 +47,12 @@ def _other() -> None:  # keeps "profile" a subcommand, as in the real app
 FAST = ["--device-types", "cpu", "--budget", "0.3", "--window-s", "0.05", "--warmup-steps", "2", "--pairs", "none"]
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (gloo)")
 
-# A torch-free gang member: writes what it was given, then steps; rank 0 reports.
-GANG_SCRIPT = """
-import json, os, sys, time
-out, fail_rank = sys.argv[1], int(sys.argv[2])
-keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "ROTA_DIST_BACKEND", "ROTA_DEVICE", "ROTA_BATCH_SIZE", "OMP_NUM_THREADS"]
-seen = {k: os.environ.get(k) for k in keys}
-name = f"w{os.environ.get('WORLD_SIZE', '1')}-rank{os.environ.get('RANK', '0')}.json"
-with open(os.path.join(out, name), "w") as f:
-    json.dump(seen, f)
-rank = int(os.environ.get("RANK", "0"))
-i = 0
-while True:
-    i += 1
-    end = time.perf_counter() + 0.002
-    while time.perf_counter() < end:
-        pass
-    if rank == fail_rank and i == 5:
-        print("rank gives up: bad shard", file=sys.stderr, flush=True)
-        sys.exit(3)
-    if rank == 0:
-        print(f"ROTA_STEP {i}", flush=True)
-"""
+GANG_RANK = Path(__file__).with_name("gang_rank.py")  # a torch-free rank that records its variables
 
 
 def gang_command(tmp_path: Path, fail_rank: int = -1) -> str:
-    path = tmp_path / "gang.py"
-    path.write_text(GANG_SCRIPT)
-    return f"{shlex.quote(sys.executable)} {shlex.quote(str(path))} {shlex.quote(str(tmp_path))} {fail_rank}"
+    words = [sys.executable, str(GANG_RANK), str(tmp_path), str(fail_rank)]
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def invoke(*args: str):
@@ -220,3 +205,69 @@ def test_the_example_lab_job_is_profiled_at_1_2_4_by_both_forms_then_planned_and
     assert "lm-ft-4.sbatch" in scripts
     text = next(launch.glob("round-*/lm-ft-4.sbatch")).read_text()
     assert "torchrun --nproc-per-node 4 examples/lab_job/train.py" in text
+
+
+# --------------------------------------------------------------------------- across nodes (the real Slurm run
+# is tests/launchers/test_profile_slurm.py)
+
+
+def fake_scontrol(calls: list):
+    def run(argv, **_):
+        calls.append(argv)
+        if argv[1:3] == ["show", "hostnames"]:
+            return subprocess.CompletedProcess(argv, 0, "gpu-a\ngpu-b\ngpu-c\n", "")
+        if argv[1:3] == ["show", "node"]:
+            return subprocess.CompletedProcess(
+                argv, 0, f"NodeName={argv[-1]} NodeAddr=10.0.0.{argv[-1][-1]} State=IDLE", ""
+            )
+        return subprocess.CompletedProcess(argv, 1, "", "unexpected")
+
+    return run
+
+
+def test_the_allocation_s_nodes_start_with_this_one_and_carry_their_addresses():
+    calls: list = []
+    env = {"SLURM_JOB_NODELIST": "gpu-[a-c]", "SLURMD_NODENAME": "gpu-b"}
+    nodes = allocation_nodes(env, fake_scontrol(calls))
+    assert nodes == (Node("gpu-b", "10.0.0.b"), Node("gpu-a", "10.0.0.a"), Node("gpu-c", "10.0.0.c"))
+    assert calls[0] == ["scontrol", "show", "hostnames", "gpu-[a-c]"]
+    with pytest.raises(InputError, match="not inside a Slurm allocation"):
+        allocation_nodes({}, fake_scontrol([]))
+    with pytest.raises(InputError, match="this node 'elsewhere' is not in the allocation"):
+        allocation_nodes({**env, "SLURMD_NODENAME": "elsewhere"}, fake_scontrol([]))
+    result = invoke("--device-types", "cpu", "--across-nodes", "slurm", "--dry-run")
+    outside = "SLURM_JOB_NODELIST" not in os.environ
+    assert not outside or (result.exit_code == 2 and "not inside a Slurm allocation" in result.output), result.output
+    result = invoke("--device-types", "cpu", "--across-nodes", "kubernetes", "--dry-run")
+    assert result.exit_code == 2 and "must be one of slurm" in result.output, result.output
+
+
+def test_gangs_beyond_a_node_are_whole_nodes_of_command_jobs_with_ranks_placed_node_by_node(tmp_path):
+    two_nodes = (Node("n1", "10.0.0.1"), Node("n2", "10.0.0.2"))
+    gpus = DeviceType("h100", "cuda", (0, 1), "NVIDIA H100", nodes=two_nodes)
+    assert gpus.count == gpus.max_processes == 4 and gpus.per_node == 2
+    assert [gpus.device(r) for r in range(4)] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1"]
+    assert [gpus.node_of(r) for r in range(4)] == [two_nodes[0]] * 2 + [two_nodes[1]] * 2
+    command = parse_command(f"gang={gang_command(tmp_path)}", (), (1, 2, 3, 4))
+    workload = parse_workload("mine=pkg.mod:build", (), (1, 2, 3, 4))
+    tasks = build_plan([gpus], Selection(user=(command, workload), scale_factors=(1, 2, 3, 4), pairs="none"))
+    shapes = sorted((t.jobs[0].model, t.scale_factor) for t in tasks)
+    # a factory's ranks are this host's processes: one node at most; 3 would split a node
+    assert shapes == [("gang", 1), ("gang", 2), ("gang", 4), ("mine", 1), ("mine", 2)]
+    four = next(t for t in tasks if t.scale_factor == 4)
+    job = command_job(four, RunOptions(out=tmp_path / "t.csv"))
+    assert job.nodes == (two_nodes[0],) * 2 + (two_nodes[1],) * 2 and job.is_remote(2) and not job.is_remote(1)
+    places = [job.place(r) for r in range(4)]
+    assert [(p.local_rank, p.local_world_size, p.group_rank) for p in places] == [
+        (0, 2, 0),
+        (1, 2, 0),
+        (0, 2, 1),
+        (1, 2, 1),
+    ]
+    assert {p.master_addr for p in places} == {"10.0.0.1"}
+    env = rank_environment(job, 3)
+    assert (env["CUDA_VISIBLE_DEVICES"], env["ROTA_DEVICE"], env["MASTER_ADDR"]) == ("0,1", "cuda:1", "10.0.0.1")
+    two = command_job(
+        next(t for t in tasks if t.scale_factor == 2 and t.jobs[0].model == "gang"), RunOptions(out=tmp_path / "t.csv")
+    )
+    assert two.nodes == () and two.place(1).master_addr == "127.0.0.1"  # within one node: as on one host

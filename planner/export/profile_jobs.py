@@ -37,6 +37,7 @@ class ProfileJob:
     node: str  # the node it runs on (the type's first)
     device_type: str  # the device type `rota profile` finds on that node ('cpu', 'v100-16gb', ...)
     gpus: int  # GPUs it asks Slurm for (every GPU of the node; 0 on a CPU)
+    nodes: tuple[str, ...] = ()  # a multi-node allocation for gangs beyond one node (the first is `node`)
 
     @property
     def stem(self) -> str:
@@ -51,9 +52,11 @@ class ProfileJob:
         return f"{SHARDS}/{self.stem}.csv"
 
 
-def profile_jobs(cluster: Cluster, device_types: Mapping[str, str]) -> list[ProfileJob]:
+def profile_jobs(cluster: Cluster, device_types: Mapping[str, str], gang_gpus: int = 1) -> list[ProfileJob]:
     """One job per worker type; `device_types` maps a worker type to the device type its nodes
-    report (default: the worker type's own name). Names that are not plain are InputErrors."""
+    report (default: the worker type's own name). A job whose largest gang (`gang_gpus`) needs
+    more GPUs than one node has holds as many of the type's nodes as it needs (as many as there
+    are, at most). Names that are not plain are InputErrors."""
     unknown = [w for w in device_types if w not in cluster.worker_types]
     if unknown:
         raise InputError(
@@ -67,7 +70,11 @@ def profile_jobs(cluster: Cluster, device_types: Mapping[str, str]) -> list[Prof
         checked_name(name, field="worker_types", path=cluster.path)
         node = checked_name(spec.nodes[0], field=f"worker_types.{name}.nodes", path=cluster.path)
         device = checked_name(device_types.get(name, name).lower(), field="--device-types")
-        job = ProfileJob(name, node, device, 0 if device == CPU else spec.gpus_per_node)
+        wanted = min(len(spec.nodes), -(-gang_gpus // spec.gpus_per_node))
+        nodes = tuple(
+            checked_name(n, field=f"worker_types.{name}.nodes", path=cluster.path) for n in spec.nodes[:wanted]
+        )
+        job = ProfileJob(name, node, device, 0 if device == CPU else spec.gpus_per_node, nodes if wanted > 1 else ())
         clash = stems.setdefault(job.stem.lower(), name)  # one shard per type, also on a case-blind disk
         if clash != name:
             raise InputError(f"worker types {clash!r} and {name!r} would share a shard file", path=cluster.path)
@@ -109,11 +116,12 @@ def _common_options(partition: str | None, account: str | None) -> list[str]:
 def profile_script(
     job: ProfileJob, rota: Sequence[str], profile_args: Sequence[str], common: list[str], extra: list[str]
 ) -> str:
+    nodes = job.nodes or (job.node,)
     options = [
         f"--job-name=rota-profile-{job.stem}",
-        "--nodes=1",
-        f"--nodelist={job.node}",
-        "--ntasks=1",
+        f"--nodes={len(nodes)}",
+        f"--nodelist={','.join(nodes)}",
+        "--ntasks-per-node=1" if job.nodes else "--ntasks=1",
         "--exclusive",  # the whole node: nothing else may share its devices while they are timed
         *([f"--gres=gpu:{job.gpus}"] if job.gpus else []),
         *common,
@@ -128,9 +136,11 @@ def profile_script(
         "--out",
         job.shard,
         "--resume",  # a resubmitted job measures only what is missing
+        *(["--across-nodes", "slurm"] if job.nodes else []),  # gangs of several of these nodes too
         *profile_args,
     ]
-    title = f"profile worker type {job.worker_type} (device {job.device_type}) on node {job.node}"
+    where = f"nodes {','.join(job.nodes)}" if job.nodes else f"node {job.node}"
+    title = f"profile worker type {job.worker_type} (device {job.device_type}) on {where}"
     return _batch(title, options, command)
 
 
@@ -162,7 +172,8 @@ def submit_script(jobs: Sequence[ProfileJob]) -> str:
     ]
     for job in jobs:
         script = shlex.quote(job.script)
-        said = shlex.quote(f"{job.script}: worker type {job.worker_type} on node {job.node}, job ")
+        where = f"nodes {','.join(job.nodes)}" if job.nodes else f"node {job.node}"
+        said = shlex.quote(f"{job.script}: worker type {job.worker_type} on {where}, job ")
         lines += [
             f"id=$(sbatch --parsable {script}) || refused {script}",
             'id=${id%%;*}  # "id;cluster" on a federation',
@@ -204,11 +215,13 @@ def write_slurm_profile_jobs(
     partition: str | None = None,
     account: str | None = None,
     sbatch_options: Sequence[str] = (),
+    gang_gpus: int = 1,
 ) -> list[Path]:
-    """Write the batch scripts and submit.sh under `out_dir`; return their paths."""
+    """Write the batch scripts and submit.sh under `out_dir`; return their paths. `gang_gpus`: the
+    largest gang to measure (a --command job's largest scale factor)."""
     if not rota:
         raise InputError("is empty", field="--rota")
-    jobs = profile_jobs(cluster, device_types or {})
+    jobs = profile_jobs(cluster, device_types or {}, gang_gpus)
     common = _common_options(partition, account)
     extra = [_sbatch_option(o) for o in sbatch_options]
     files = {job.script: profile_script(job, rota, profile_args, common, extra) for job in jobs}

@@ -4,7 +4,9 @@ Slurm starts after both, writes one table holding both worker types with their p
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -37,13 +39,13 @@ def _logs(folder: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in sorted(folder.glob("logs/*")))
 
 
-def write_profile_jobs(tmp_path, cluster: str, device_types: str, *options: str):
+def write_profile_jobs(tmp_path, cluster: str, device_types: str, *options: str, profile=PROFILE_OPTIONS):
     """`rota profile-jobs slurm` for this cluster spec into tmp_path/prof; returns that folder."""
     (tmp_path / "cluster.yaml").write_text(cluster)
     out = tmp_path / "prof"
     args = ["profile-jobs", "slurm", "--cluster", str(tmp_path / "cluster.yaml"), "--out-dir", str(out)]
     args += ["--device-types", device_types, "--rota", f"{sys.executable} -m planner.cli", *options]
-    result = CliRunner().invoke(app, [*args, "--", *PROFILE_OPTIONS])
+    result = CliRunner().invoke(app, [*args, "--", *profile])
     assert result.exit_code == 0, result.output
     return out
 
@@ -94,3 +96,46 @@ def test_a_failed_profiling_job_cancels_the_merge(slurm, tmp_path):
     assert "ended CANCELLED" in done.stderr, done.stderr  # Slurm cancelled the merge: its dependency failed
     assert "no device of type no-such-gpu" in _logs(out)
     assert not (out / "throughputs.csv").exists()
+
+
+GANG_RANK = ROOT / "tests" / "gang_rank.py"  # a torch-free rank that records its variables and node
+
+
+def test_a_command_gang_beyond_one_node_runs_across_the_type_s_nodes(slurm, tmp_path):
+    n1, n2 = slurm.cluster.worker_types["t4"].nodes[:2]
+    # two 2-GPU nodes; this host's CPU, cut into 2 workers, stands in for each node's GPUs
+    cluster = f"worker_types:\n  t4: {{gpus: 4, gpus_per_node: 2, nodes: [{n1}, {n2}]}}\n"
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    command = f"gang={shlex.join([sys.executable, str(GANG_RANK), str(ranks), '-1'])}"
+    profile = ["--command", command, "--scale-factors", "1,2,4", "--cpu-workers", "2", "--pairs", "none"]
+    profile += ["--budget", "0.5", "--window-s", "0.05", "--warmup-steps", "2"]
+    out = write_profile_jobs(tmp_path, cluster, "t4=cpu", "--partition", "main", profile=profile)
+    script = (out / "profile-t4.sbatch").read_text()
+    assert f"#SBATCH --nodes=2\n#SBATCH --nodelist={n1},{n2}\n#SBATCH --ntasks-per-node=1" in script
+    assert "--across-nodes slurm" in script
+
+    env = {**slurm.env(), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        ["sh", str(out / "submit.sh"), "--wait"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=420
+    )
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{_logs(out)}"
+    assert f"worker type t4 on nodes {n1},{n2}, job" in done.stdout
+
+    rows = {row["scale_factor"]: row for row in read_table(out / "throughputs.csv").rows}
+    assert sorted(rows) == [1, 2, 4] and {r["status"] for r in rows.values()} == {"ok"}
+    assert all(r["model"] == "gang" and r["worker_type"] == "t4" and r["throughput"] > 0 for r in rows.values())
+    # the 2-rank gang fits the first node; the 4-rank one puts ranks 2 and 3 on the second, through srun
+    two = [json.loads((ranks / f"w2-rank{r}.json").read_text()) for r in range(2)]
+    assert {e["SLURMD_NODENAME"] for e in two} == {n1} and {e["MASTER_ADDR"] for e in two} == {"127.0.0.1"}
+    four = [json.loads((ranks / f"w4-rank{r}.json").read_text()) for r in range(4)]
+    assert [e["SLURMD_NODENAME"] for e in four] == [n1, n1, n2, n2]
+    assert [(e["RANK"], e["LOCAL_RANK"], e["GROUP_RANK"]) for e in four] == [
+        ("0", "0", "0"),
+        ("1", "1", "0"),
+        ("2", "0", "1"),
+        ("3", "1", "1"),
+    ]
+    assert {(e["WORLD_SIZE"], e["LOCAL_WORLD_SIZE"], e["ROTA_DIST_BACKEND"]) for e in four} == {("4", "2", "gloo")}
+    assert len({e["MASTER_PORT"] for e in four}) == 1
+    assert {e["MASTER_ADDR"] for e in four} == {"127.0.0.1"}  # the first node's NodeAddr in this test Slurm
