@@ -32,6 +32,7 @@ from profiler.plan import (
     parse_pairs,
     split_list,
 )
+from profiler.ray_nodes import ray_nodes
 from profiler.report import ProfileProgress, device_table, model_table, noisy_note, print_plan
 from profiler.session import RunOptions, read_statuses, run_plan
 from profiler.slurm_nodes import LAUNCHERS, allocation_nodes
@@ -50,7 +51,7 @@ def _pick_devices(
         return picked
     if across_nodes not in LAUNCHERS:
         raise InputError(f"must be one of {', '.join(LAUNCHERS)}, got {across_nodes!r}", field="--across-nodes")
-    nodes = allocation_nodes()
+    nodes = allocation_nodes() if across_nodes == "slurm" else ray_nodes()
     return [replace(d, nodes=nodes) for d in picked] if len(nodes) > 1 else picked
 
 
@@ -177,7 +178,8 @@ def profile_command(
         typer.Option(
             help="'slurm': inside a multi-node Slurm allocation (sbatch --nodes=N, salloc -N N), measure "
             "--command jobs on gangs of whole nodes too (--scale-factors beyond one node's devices; the other "
-            "nodes' ranks start through srun). Every node is taken to hold this one's devices.",
+            "nodes' ranks start through srun); 'ray': the same in a job of rota profile-jobs ray (Ray tasks). "
+            "Every node is taken to hold this one's devices.",
         ),
     ] = None,
     gpt_size: Annotated[

@@ -54,6 +54,7 @@ from pathlib import Path
 from models.spec import WorkloadSpec
 from planner.errors import InputError
 from profiler.devices import Node
+from profiler.ray_nodes import ray_rank_prefix
 from profiler.slurm_nodes import srun_prefix
 from profiler.timing import Measurement, Solo, TimingConfig, measure
 from profiler.worker import GangPlace, WorkerResult, torchrun_environment
@@ -329,12 +330,22 @@ def _drain(stream) -> None:
         pass
 
 
+def _remote_prefix(job: CommandJob, rank: int) -> list[str]:
+    """How rank `rank` starts on its node: nothing on this one, srun or a Ray task on another."""
+    if not job.is_remote(rank):
+        return []
+    node = job.nodes[rank]
+    if node.launcher == "ray":
+        return ray_rank_prefix(node, 1 if job.devices[rank].startswith("cuda") else 0)
+    return srun_prefix(node)
+
+
 def _launch(job: CommandJob, rank: int) -> _Rank:
     label = job.spec.model
     log = tempfile.NamedTemporaryFile(prefix=f"rota-command-{rank}-", suffix=".log", delete=False)
     try:
         process = subprocess.Popen(
-            [*(srun_prefix(job.nodes[rank]) if job.is_remote(rank) else ()), *command_argv(job.spec, job.batch_size)],
+            [*_remote_prefix(job, rank), *command_argv(job.spec, job.batch_size)],
             stdout=subprocess.PIPE,
             stderr=log,
             stdin=subprocess.DEVNULL,

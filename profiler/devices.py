@@ -35,6 +35,7 @@ class Node:
 
     name: str
     address: str
+    launcher: str = "slurm"  # how a rank starts there: srun (slurm) or a Ray task (ray)
 
 
 @dataclass(frozen=True)

@@ -180,13 +180,15 @@ def ray_command(
     One task per worker type, pinned to one node of that type by its `node:<name>` resource
     and holding all its GPUs, runs `rota profile` there; the driver saves each table in
     OUT_DIR/shards/ (no shared file system needed) and merges them into OUT_DIR/throughputs.csv.
+    When a --command job asks for scale factors beyond one node's GPUs, that type's task runs on
+    its first node and starts the other nodes' ranks as Ray tasks there (rota profile --across-nodes ray).
 
     Example:
 
         rota profile-jobs ray --cluster cluster.yaml --out-dir prof -- --scale-factors 1,2 --budget 20
         python prof/ray_profile.py --address HEAD:6379
     """
-    args, words, spec, _gang = _inputs(profile_args, rota, cluster)  # one node per type under Ray
+    args, words, spec, gang = _inputs(profile_args, rota, cluster)
     written = write_ray_profile_jobs(
         spec,
         out_dir,
@@ -194,6 +196,7 @@ def ray_command(
         rota=words,
         profile_args=args,
         node_resource=node_resource,
+        gang_gpus=gang,
     )
     typer.echo(f"wrote {len(written)} file(s) under {out_dir}: a plan of {len(spec.names)} profiling job(s)")
     typer.echo(f"run them with python {out_dir / RAY_DRIVER} (the merged table: {out_dir / TABLE})")

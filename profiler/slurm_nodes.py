@@ -18,7 +18,7 @@ from planner.errors import InputError
 from profiler.devices import Node
 
 SCONTROL_TIMEOUT_S = 60.0
-LAUNCHERS = ("slurm",)
+LAUNCHERS = ("slurm", "ray")
 
 
 def srun_prefix(node: Node) -> list[str]:

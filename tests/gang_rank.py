@@ -2,9 +2,10 @@
 
     python gang_rank.py OUT_DIR FAIL_RANK
 
-Writes OUT_DIR/w<WORLD_SIZE>-rank<RANK>.json (its torchrun variables, ROTA_* and the Slurm node
-it runs on), then spins 2 ms per step; rank 0 prints `ROTA_STEP <n>`; rank FAIL_RANK (-1: none)
-exits 3 at its fifth step, saying why on stderr.
+Writes OUT_DIR/w<WORLD_SIZE>-rank<RANK>.json (its torchrun variables, ROTA_* and the node it
+runs on, under Slurm or the test Ray cluster), waits for every rank's file (as a real gang waits
+in its rendezvous), then spins 2 ms per step; rank 0 prints `ROTA_STEP <n>`; rank FAIL_RANK
+(-1: none) exits 3 at its fifth step, saying why on stderr.
 """
 
 import json
@@ -25,7 +26,10 @@ KEYS = (
     "ROTA_BATCH_SIZE",
     "OMP_NUM_THREADS",
     "SLURMD_NODENAME",
+    "ROTA_TEST_NODE",  # the test Ray cluster's node name
 )
+
+RENDEZVOUS_S = 300.0
 
 
 def main() -> None:
@@ -34,7 +38,12 @@ def main() -> None:
     name = f"w{os.environ.get('WORLD_SIZE', '1')}-rank{os.environ.get('RANK', '0')}.json"
     with open(os.path.join(out, name), "w") as f:
         json.dump(seen, f)
-    rank = int(os.environ.get("RANK", "0"))
+    rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    deadline = time.monotonic() + RENDEZVOUS_S
+    while not all(os.path.exists(os.path.join(out, f"w{world}-rank{r}.json")) for r in range(world)):
+        if time.monotonic() > deadline:
+            sys.exit(f"rank {rank}: the other ranks did not come within {RENDEZVOUS_S:.0f} s")
+        time.sleep(0.05)
     step = 0
     while True:
         step += 1

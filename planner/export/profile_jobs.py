@@ -246,6 +246,7 @@ def ray_plan(jobs: Sequence[ProfileJob], rota: Sequence[str], profile_args: Sequ
                 "worker_type": job.worker_type,
                 "node": job.node,
                 "node_resource": f"{node_resource}{job.node}",
+                "nodes": list(job.nodes),  # a gang across several nodes: the first is `node`
                 "device_type": job.device_type,
                 "gpus": job.gpus,
                 "shard": job.shard,
@@ -258,11 +259,13 @@ def ray_plan(jobs: Sequence[ProfileJob], rota: Sequence[str], profile_args: Sequ
                     "--out",
                     SHARD_MARK,
                     "--resume",
+                    *(["--across-nodes", "ray"] if job.nodes else []),
                     *profile_args,
                 ],
             }
             for job in jobs
         ],
+        "node_resource_prefix": node_resource,
         "merge": [*rota, "table", "merge", "--strict", "--out", TABLE, *(j.shard for j in jobs)],
     }
 
@@ -275,13 +278,15 @@ def write_ray_profile_jobs(
     rota: Sequence[str] = ("rota",),
     profile_args: Sequence[str] = (),
     node_resource: str = "node:",
+    gang_gpus: int = 1,
 ) -> list[Path]:
-    """Write the plan and its driver (ray_profile.py) under `out_dir`; return their paths."""
+    """Write the plan and its driver (ray_profile.py) under `out_dir`; return their paths. `gang_gpus`:
+    as for write_slurm_profile_jobs."""
     if not rota:
         raise InputError("is empty", field="--rota")
     if not node_resource.isprintable():
         raise InputError(f"{node_resource!r} holds an unprintable character", field="--node-resource")
-    jobs = profile_jobs(cluster, device_types or {})
+    jobs = profile_jobs(cluster, device_types or {}, gang_gpus)
     files = {
         RAY_PLAN: json.dumps(ray_plan(jobs, rota, profile_args, node_resource), indent=1) + "\n",
         RAY_DRIVER: (Path(__file__).parent / RAY_DRIVER).read_text(encoding="utf-8"),

@@ -35,8 +35,11 @@ STATE = "ray_profile_state.json"
 SHARD_MARK = "{shard}"  # the --out argument in a job's command, replaced by the temporary shard
 
 
-def profile_on_node(command: list[str], shard_name: str, previous: bytes | None, cwd: str) -> dict:
-    """What a task runs on its node: the command into a temporary shard; the shard's bytes back."""
+def profile_on_node(
+    command: list[str], shard_name: str, previous: bytes | None, cwd: str, env: dict | None = None
+) -> dict:
+    """What a task runs on its node: the command into a temporary shard; the shard's bytes back.
+    `env`: variables added for the command (a gang across nodes: where the other nodes are)."""
     import ray
 
     with tempfile.TemporaryDirectory(prefix="rota-profile-") as tmp:
@@ -46,7 +49,11 @@ def profile_on_node(command: list[str], shard_name: str, previous: bytes | None,
         argv = [str(shard) if word == SHARD_MARK else word for word in command]
         try:
             done = subprocess.run(
-                argv, cwd=cwd if os.path.isdir(cwd) else tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+                argv,
+                cwd=cwd if os.path.isdir(cwd) else tmp,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
             )
             returncode, output = done.returncode, done.stdout.decode(errors="replace")
         except OSError as exc:  # e.g. rota is not on this node's PATH
@@ -59,16 +66,36 @@ def profile_on_node(command: list[str], shard_name: str, previous: bytes | None,
         }
 
 
+def _resource(job: dict, node: str) -> str:
+    return job["node_resource"] if node == job["node"] else f"{job.get('node_resource_prefix', 'node:')}{node}"
+
+
 def unplaceable(jobs: list[dict], nodes: list[dict]) -> list[str]:
-    """Jobs no live node can take: none has the job's node resource with the GPUs it asks for."""
+    """Jobs no live node can take: a node of the job (the first, and those of a gang across nodes)
+    is not there or has fewer GPUs than the job asks for."""
     out = []
     for job in jobs:
-        fits = [n for n in nodes if n.get("Alive") and n["Resources"].get(job["node_resource"], 0) > 0]
-        if not fits:
-            out.append(f"{job['worker_type']}: no Ray node has the resource {job['node_resource']}")
-        elif all(n["Resources"].get("GPU", 0) < job["gpus"] for n in fits):
-            out.append(f"{job['worker_type']}: node {job['node']} has fewer than {job['gpus']} GPUs")
+        for name in job.get("nodes") or [job["node"]]:
+            resource = _resource(job, name)
+            fits = [n for n in nodes if n.get("Alive") and n["Resources"].get(resource, 0) > 0]
+            if not fits:
+                out.append(f"{job['worker_type']}: no Ray node has the resource {resource}")
+            elif all(n["Resources"].get("GPU", 0) < job["gpus"] for n in fits):
+                out.append(f"{job['worker_type']}: node {name} has fewer than {job['gpus']} GPUs")
     return out
+
+
+def gang_env(job: dict, nodes: list[dict], address: str) -> dict:
+    """For a job across nodes: where its nodes are (`rota profile --across-nodes ray` reads it)."""
+    if len(job.get("nodes") or []) < 2:
+        return {}
+    where = []
+    for name in job["nodes"]:
+        resource = _resource(job, name)
+        node = next(n for n in nodes if n.get("Alive") and n["Resources"].get(resource, 0) > 0)
+        where.append(f"{name}={node['NodeManagerAddress']}")
+    prefix = job.get("node_resource_prefix", "node:")
+    return {"ROTA_RAY_NODES": ",".join(where), "ROTA_RAY_ADDRESS": address, "ROTA_RAY_NODE_RESOURCE": prefix}
 
 
 def _write(path: Path, data: bytes) -> None:
@@ -95,13 +122,16 @@ def main(argv: list[str] | None = None) -> int:
     (here / "logs").mkdir(exist_ok=True)
     task = ray.remote(profile_on_node)
     refs = {}
+    gcs = ray.get_runtime_context().gcs_address
     for job in plan["jobs"]:
+        job.setdefault("node_resource_prefix", plan.get("node_resource_prefix", "node:"))
         shard = here / job["shard"]
         previous = shard.read_bytes() if shard.exists() else None
         refs[job["worker_type"]] = task.options(
             num_cpus=1, num_gpus=job["gpus"], resources={job["node_resource"]: 0.001}, max_retries=0
-        ).remote(job["command"], shard.name, previous, os.getcwd())
-        print(f"{job['worker_type']}: profiling on node {job['node']}", flush=True)
+        ).remote(job["command"], shard.name, previous, os.getcwd(), gang_env(job, ray.nodes(), gcs))
+        where = f"nodes {','.join(job['nodes'])}" if len(job.get("nodes") or []) > 1 else f"node {job['node']}"
+        print(f"{job['worker_type']}: profiling on {where}", flush=True)
     nodes = {n["NodeID"]: n for n in ray.nodes()}
     report, failed = {}, []
     for job in plan["jobs"]:
