@@ -10,7 +10,7 @@ from __future__ import annotations
 import typer
 
 from planner import __version__
-from planner.cli import compare, export, jobs, plan, policies, run, schedule, simulate, sweep, table
+from planner.cli import capacity, compare, export, jobs, plan, policies, run, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
 from planner.cli.help_format import hide_flag_types
 
@@ -51,6 +51,7 @@ def _register() -> None:
     app.command("simulate")(user_errors(simulate.simulate_command))
     app.command("sweep")(user_errors(sweep.sweep_command))
     app.command("compare")(user_errors(compare.compare_command))
+    app.command("capacity")(user_errors(capacity.capacity_command))
     trace_app = typer.Typer(no_args_is_help=True, help="Generate job traces (Gavel's generator).")
     trace_app.command("generate")(user_errors(simulate.trace_generate_command))
     app.add_typer(trace_app, name="trace")

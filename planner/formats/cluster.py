@@ -231,6 +231,23 @@ def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
     return Cluster(result, path=str(path))
 
 
+def cluster_to_dict(cluster: Cluster, name: str | None = None) -> dict[str, Any]:
+    """The cluster as a document `cluster_from_dict` reads back (what `rota capacity` writes)."""
+    types: dict[str, Any] = {}
+    for w in cluster.worker_types.values():
+        nodes: list[Any] = []
+        for node in w.nodes:
+            domains = w.domains.get(node)
+            extra = {} if domains is None else {k: v for k, v in vars(domains).items() if v is not None}
+            nodes.append({"name": node, **extra} if extra else node)
+        spec: dict[str, Any] = {"gpus": w.gpus, "gpus_per_node": w.gpus_per_node, "nodes": nodes}
+        for key in ("cost_per_gpu_hour", "restart_s", "gpu_product"):
+            if getattr(w, key) is not None:
+                spec[key] = getattr(w, key)
+        types[w.name] = spec
+    return {"format": CLUSTER_FORMAT, **({"name": name} if name else {}), "worker_types": types}
+
+
 def read_cluster(path: str | os.PathLike) -> Cluster:
     path = Path(path)
     if not path.exists() and _is_inline_spec(str(path)):

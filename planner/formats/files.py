@@ -38,6 +38,7 @@ MAX_BYTES: dict[str, int] = {
     "progress": 256 * MiB,  # one progress report (file, or one file of a folder)
     "gavel": 256 * MiB,  # Gavel's throughput JSON
     "cluster": 64 * MiB,  # cluster YAML / JSON
+    "catalogue": 64 * MiB,  # capacity catalogue YAML / JSON
     "file": 256 * MiB,  # anything else (manifests, templates)
 }
 

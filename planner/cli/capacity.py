@@ -1,0 +1,277 @@
+"""`rota capacity`: which nodes to buy, rent or retire for a job list (docs/capacity.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+import yaml
+from rich.table import Table
+
+from planner.cli.common import err, one_line, out, progress_bar, styled
+from planner.errors import InputError
+from planner.formats.atomic import write_text_atomic
+from planner.formats.catalogue import Catalogue, read_catalogue
+from planner.formats.cluster import Cluster, cluster_to_dict
+from planner.formats.coverage import missing_cells
+from planner.formats.inputs import load_cluster, load_table
+from planner.formats.trace import read_trace
+from planner.modes.capacity import (
+    Answer,
+    Confirmed,
+    Question,
+    Screened,
+    answer,
+    check_catalogue,
+    cluster_for,
+    count_configurations,
+    parse_target,
+    rent_or_buy,
+    union_cluster,
+)
+from planner.modes.simulate import SimulationConfig
+from planner.rounds.engine import DEFAULT_ROUND_S
+
+CAPACITY_FORMAT = "rota.capacity/v1"
+DEFAULT_MAX_CONFIGS = 20_000
+
+
+def capacity_command(
+    jobs: Path = typer.Option(..., "--jobs", help="Your job list (.csv/.json) or a Gavel .trace."),
+    table: Path = typer.Option(..., "--table", "-t", help="Throughput table with rows for every candidate type."),
+    cluster: str = typer.Option(..., "--cluster", "-c", help="The cluster you have (.yaml/.json)."),
+    catalogue: Path = typer.Option(..., "--catalogue", help="Candidate node types and their prices (.yaml/.json)."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Money to spend on added nodes (at most)."),
+    power_budget_kw: Optional[float] = typer.Option(None, "--power-budget-kw", help="Power of added GPUs (kW)."),
+    target: Optional[str] = typer.Option(
+        None, "--target", help="What to meet, e.g. 'avg_jct_h<=20' (avg_jct_h, p90_jct_h, makespan_h)."
+    ),
+    retire: bool = typer.Option(False, "--retire", help="Also consider removing nodes you have."),
+    rent_months: Optional[float] = typer.Option(
+        None, "--rent-months", help="Price added nodes as rented for this many months instead of bought."
+    ),
+    policy: str = typer.Option("max_min_fairness_perf", "--policy", "-p", help="The policy you schedule with."),
+    round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", help="Round length in seconds."),
+    top: int = typer.Option(10, "--top", help="How many of the best-screened configurations to simulate."),
+    workers: int = typer.Option(0, "--workers", help="Processes for the simulations (0: one per core)."),
+    max_configs: int = typer.Option(
+        DEFAULT_MAX_CONFIGS, "--max-configs", help="Refuse a search over more configurations than this."
+    ),
+    out_dir: Path = typer.Option(Path("capacity"), "--out", "-o", help="Folder for capacity.json and the cluster."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw cost against JCT (.png or .svg)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
+):
+    """Which nodes to buy, rent or retire: screen every configuration, simulate the best, recommend one.
+
+    Every configuration is your cluster plus (with --retire, minus) whole nodes of the catalogue's
+    node types, within each type's max_nodes, the --budget and the --power-budget-kw. Each is
+    screened by the policy's steady-state allocation (milliseconds), the --top best and your
+    cluster as it is are simulated in full, and the Pareto front of cost against average JCT is
+    printed with the recommendation: the cheapest that meets --target, or the lowest average JCT.
+    OUT/capacity.json holds every configuration; OUT/recommended_cluster.yaml is ready for plan.
+
+    Example:
+
+        rota capacity --jobs data/examples/lab/jobs.csv --table data/gavel/simulation_throughputs.csv \\
+            --cluster data/examples/lab/cluster.yaml --catalogue data/examples/capacity/lab_catalogue.yaml \\
+            --budget 150000 --round-length 1800 --plot capacity/pareto.png
+    """
+    question = Question(
+        budget=_non_negative(budget, "--budget"),
+        power_budget_kw=_non_negative(power_budget_kw, "--power-budget-kw"),
+        target=None if target is None else parse_target(target),
+        retire=retire,
+        rent_months=_non_negative(rent_months, "--rent-months"),
+    )
+    if top < 1:
+        raise InputError(f"must be at least 1, got {top}", field="--top")
+    if not (math.isfinite(round_s) and round_s > 0):
+        raise InputError(f"must be positive seconds, got {round_s}", field="--round-length")
+    thr = load_table(table)
+    spec = load_cluster(cluster)
+    cat = read_catalogue(catalogue)
+    check_catalogue(cat, spec, thr, question)
+    n = count_configurations(cat, spec, question)
+    if n > max_configs:
+        raise InputError(
+            f"{n:,} configurations within the catalogue's max_nodes: more than --max-configs {max_configs:,}; "
+            "lower max_nodes, or raise --max-configs (the screen takes about 1 s per 1,000 for a few hundred jobs)",
+            path=cat.path,
+            field="max_nodes",
+        )
+    job_list = read_trace(jobs, thr, union_cluster(cat, spec))
+    gaps = missing_cells(thr, job_list, union_cluster(cat, spec))
+    if not as_json:
+        for cells in gaps:
+            err.print(styled("[yellow]warning:[/] ") + one_line(cells.describe()), highlight=False, soft_wrap=True)
+    sim = SimulationConfig(policy=policy, round_s=round_s)
+    with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
+        screening = bar.add_task("screen", total=n, best="")
+        simulating = bar.add_task("simulate", total=top + 1, best="")
+
+        def screened(done: int, s: Screened) -> None:
+            bar.update(screening, completed=done, best=f"screened {done:,}")
+
+        def confirmed(done: int, c: Confirmed) -> None:
+            best = f"simulated {done}, last {c.avg_jct_h:.2f} h" if c.avg_jct_h is not None else f"simulated {done}"
+            bar.update(simulating, completed=done, best=best)
+
+        result = answer(
+            job_list,
+            thr,
+            cat,
+            spec,
+            question,
+            sim,
+            top=top,
+            workers=workers or os.cpu_count() or 1,
+            on_screened=screened,
+            on_confirmed=confirmed,
+        )
+    document = capacity_document(result, cat, spec, question, inputs=[jobs, table, cluster, catalogue], gaps=gaps)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / "capacity.json", json.dumps(document, indent=1) + "\n")
+    written = [out_dir / "capacity.json"]
+    if result.recommended is not None:
+        chosen = cluster_for(cat, result.recommended.config, spec)
+        text = yaml.safe_dump(cluster_to_dict(chosen, name="recommended"), sort_keys=False)
+        header = f"# rota capacity: {result.recommended.config.label(cat)} ({result.why})\n"
+        write_text_atomic(out_dir / "recommended_cluster.yaml", header + text)
+        written.append(out_dir / "recommended_cluster.yaml")
+    if plot is not None:
+        from planner.report.capacity_figure import plot_capacity
+
+        plot_capacity(result, cat, plot, title=f"{len(job_list)} jobs, {policy}")
+        written.append(plot)
+    if as_json:
+        out.print_json(json.dumps(document))
+        return
+    _print(result, cat, question, written)
+
+
+def _non_negative(value: Optional[float], option: str) -> Optional[float]:
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise InputError(f"must be a non-negative number, got {value}", field=option)
+    return value
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:.2f}"
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _print(result: Answer, cat: Catalogue, question: Question, written: list[Path]) -> None:
+    screened = {s.config: s for s in result.screened}
+    rows = Table(title="Pareto-optimal configurations (simulated)", title_justify="left")
+    for column in ("configuration", "cost", "power kW", "avg JCT h", "p90 JCT h", "makespan h", "util", "screen h"):
+        rows.add_column(column, justify="left" if column == "configuration" else "right")
+    front = [c for c in result.confirmed if c.config in set(result.front)]
+    front.sort(key=lambda c: (screened[c.config].cost or 0.0, c.avg_jct_h or math.inf))
+    for c in front:
+        s = screened[c.config]
+        mark = " ★" if result.recommended is not None and c.config == result.recommended.config else ""
+        rows.add_row(
+            c.config.label(cat) + mark,
+            _money(s.cost),
+            "-" if s.power_kw is None else f"{s.power_kw:.1f}",
+            _hours(c.avg_jct_h),
+            _hours(c.p90_jct_h),
+            _hours(c.makespan_h),
+            f"{100 * c.utilisation.get('all', 0.0):.0f} %",
+            _hours(s.est_avg_jct_h),
+        )
+    out.print(rows)
+    finite = sum(math.isfinite(s.est_avg_jct_h) for s in result.screened)
+    out.print(
+        f"screened {len(result.screened):,} configurations "
+        f"({len(result.screened) - finite} leave a job nowhere to run), simulated {len(result.confirmed)}"
+    )
+    if cat.note:
+        out.print(f"prices: {cat.note}", highlight=False)
+    if result.recommended is None:
+        out.print(f"no recommendation: {result.why}")
+    else:
+        rec = result.recommended
+        line = f"recommended: {rec.config.label(cat)} — {result.why}"
+        base = result.current
+        if base is not None and base.avg_jct_h and rec.avg_jct_h is not None and not rec.config.is_current:
+            gain = 100 * (base.avg_jct_h - rec.avg_jct_h) / base.avg_jct_h
+            line += f"; average JCT {base.avg_jct_h:.2f} h → {rec.avg_jct_h:.2f} h ({gain:.1f} % less) than today"
+        out.print(line, highlight=False)
+    months = {k: v for k, v in rent_or_buy(cat).items() if v is not None}
+    if months:
+        text = ", ".join(f"{name} after {m:.1f} months" for name, m in months.items())
+        out.print(f"buying beats renting: {text}", highlight=False)
+    out.print("wrote " + ", ".join(str(p) for p in written), highlight=False)
+
+
+def _screen_json(s: Screened) -> dict[str, Any]:
+    def hours(v: float) -> float | None:
+        return v if math.isfinite(v) else None
+
+    return {
+        "est_avg_jct_h": hours(s.est_avg_jct_h),
+        "est_p90_jct_h": hours(s.est_p90_jct_h),
+        "est_makespan_h": hours(s.est_makespan_h),
+        "objective": s.objective,
+        "utilisation": s.utilisation,
+        "stranded_jobs": s.stranded,
+    }
+
+
+def capacity_document(
+    result: Answer, cat: Catalogue, spec: Cluster, question: Question, *, inputs: list, gaps: list
+) -> dict[str, Any]:
+    confirmed = {c.config: c for c in result.confirmed}
+    front = set(result.front)
+    configs = []
+    for s in result.screened:
+        c = confirmed.get(s.config)
+        configs.append(
+            {
+                "added_nodes": dict(zip(cat.names, s.config.added)),
+                "label": s.config.label(cat),
+                "cost": s.cost,
+                "power_kw": s.power_kw,
+                "gpus": s.gpus,
+                "screen": _screen_json(s),
+                "simulation": None
+                if c is None
+                else {
+                    "status": c.status,
+                    "avg_jct_h": c.avg_jct_h,
+                    "p90_jct_h": c.p90_jct_h,
+                    "makespan_h": c.makespan_h,
+                    "utilisation": c.utilisation,
+                    "jobs_finished": c.jobs_finished,
+                },
+                "pareto": s.config in front,
+                "recommended": result.recommended is not None and s.config == result.recommended.config,
+            }
+        )
+    return {
+        "format": CAPACITY_FORMAT,
+        "inputs": {k: str(v) for k, v in zip(("jobs", "table", "cluster", "catalogue"), inputs)},
+        "question": {
+            "budget": question.budget,
+            "power_budget_kw": question.power_budget_kw,
+            "target": None if question.target is None else str(question.target),
+            "retire": question.retire,
+            "rent_months": question.rent_months,
+        },
+        "catalogue_note": cat.note,
+        "recommendation": None
+        if result.recommended is None
+        else {"label": result.recommended.config.label(cat), "why": result.why},
+        "why": result.why,
+        "rent_or_buy_break_even_months": rent_or_buy(cat),
+        "missing_cells": [g.to_json() for g in gaps],
+        "configurations": configs,
+    }

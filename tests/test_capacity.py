@@ -1,0 +1,242 @@
+"""`rota capacity`: the catalogue, the search, the screen against full simulation, the CLI.
+
+The brute-force checks simulate every configuration of a small grid (the lab example on Gavel's
+table, two node types x 0-2 added nodes) and compare what the search recommends with the best
+of them; the screen's ranking is compared with the simulations' (Spearman rank correlation).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import DATA
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from planner.cli import app
+from planner.errors import InputError
+from planner.formats.catalogue import catalogue_from_dict
+from planner.formats.cluster import read_cluster
+from planner.formats.jobs import read_jobs
+from planner.formats.table import read_table
+from planner.modes.capacity import (
+    JCT_TIE,
+    Config,
+    Question,
+    Screen,
+    answer,
+    check_catalogue,
+    cluster_for,
+    configurations,
+    confirm,
+    parse_target,
+    union_cluster,
+)
+from planner.modes.simulate import SimulationConfig
+
+TABLE = DATA / "gavel" / "simulation_throughputs.csv"
+LAB = DATA / "examples" / "lab"
+SIM = SimulationConfig(policy="max_min_fairness_perf", round_s=1800)
+GRID = {
+    "format": "rota.catalogue/v1",
+    "node_types": {
+        "v100x8": {"worker_type": "v100", "gpus_per_node": 8, "price_per_node": 80000, "power_per_gpu_w": 300},
+        "k80x8": {"worker_type": "k80", "gpus_per_node": 8, "price_per_node": 15000, "power_per_gpu_w": 300},
+    },
+}
+runner = CliRunner()
+
+
+def grid(max_nodes: int = 2, **changes):
+    doc = json.loads(json.dumps(GRID))
+    for spec in doc["node_types"].values():
+        spec["max_nodes"] = max_nodes
+    for key, value in changes.items():
+        name, field = key.split("__")
+        doc["node_types"][name][field] = value
+    return catalogue_from_dict(doc, path="grid.yaml")
+
+
+@pytest.fixture(scope="module")
+def lab():
+    table, cluster = read_table(TABLE), read_cluster(LAB / "cluster.yaml")
+    catalogue = grid()
+    jobs = read_jobs(LAB / "jobs.csv", table=table, cluster=union_cluster(catalogue, cluster))
+    return table, cluster, catalogue, jobs
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"node_types": {"x": {"worker_type": "v100"}}}, "node_types.x.gpus_per_node': is required"),
+        ({"node_types": {"x": {"gpus_per_node": 8, "price_per_node": -1}}}, "node_types.x.price_per_node"),
+        ({"node_types": {"x": {"gpus_per_node": 8, "colour": "red"}}}, "node_types.x.colour': unknown key"),
+        ({"node_types": {"x": {"gpus_per_node": 8, "max_nodes": 10**6}}}, "more than the 1000"),
+        ({"node_types": {"x": {"gpus_per_node": 8, "price_per_node": float("nan")}}}, "price_per_node"),
+        ({"format": "rota.catalogue/v9", "node_types": {"x": {"gpus_per_node": 1}}}, "unsupported format"),
+        ({"node_types": {}}, "at least one node type"),
+    ],
+)
+def test_a_bad_catalogue_is_one_error_naming_the_field(change, needle):
+    with pytest.raises(InputError, match=needle.replace("'", "'").replace(".", r"\.")):
+        catalogue_from_dict(change, path="c.yaml")
+
+
+def test_node_types_the_question_cannot_use_are_refused(lab):
+    table, cluster, _, _ = lab
+    with pytest.raises(InputError, match="worker type 'h100' has no rows in the table"):
+        check_catalogue(grid(v100x8__worker_type="h100"), cluster, table, Question())
+    with pytest.raises(InputError, match="4 GPUs per node, but the cluster's v100 nodes have 8"):
+        check_catalogue(grid(v100x8__gpus_per_node=4), cluster, table, Question())
+    no_price = grid(v100x8__price_per_node=None)
+    check_catalogue(no_price, cluster, table, Question())  # no money asked: fine
+    with pytest.raises(InputError, match="price_per_node': is needed for a money budget"):
+        check_catalogue(no_price, cluster, table, Question(budget=1e5))
+    with pytest.raises(InputError, match="rent_per_gpu_hour': is needed"):
+        check_catalogue(grid(), cluster, table, Question(budget=1e5, rent_months=6))
+
+
+def test_targets_parse_or_say_what_they_expect():
+    assert str(parse_target("avg_jct_h<=20")) == "avg_jct_h <= 20"
+    assert parse_target(" makespan_h <= 1.5 ").limit == 1.5
+    for bad in ("avg_jct<=3", "avg_jct_h<3", "avg_jct_h<=-1", "avg_jct_h<=nan", "p90_jct_h<=x"):
+        with pytest.raises(InputError, match="--target"):
+            parse_target(bad)
+
+
+def test_configurations_respect_limits_and_budgets_and_retiring(lab):
+    _, cluster, catalogue, _ = lab
+    every = list(configurations(catalogue, cluster, Question()))
+    assert every[0] == Config((0, 0)) and len(every) == 9
+    cheap = list(configurations(catalogue, cluster, Question(budget=100000)))
+    assert {c.added for c in cheap} == {(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)}
+    assert all(
+        c.added[0] * 8 * 300 + c.added[1] * 8 * 300 <= 5000
+        for c in configurations(catalogue, cluster, Question(power_budget_kw=5.0))
+        if c.added != (0, 0)
+    )
+    retiring = list(configurations(catalogue, cluster, Question(retire=True)))
+    assert min(c.added[0] for c in retiring) == -1 and min(c.added[1] for c in retiring) == -2  # the lab's nodes
+    smaller = cluster_for(catalogue, Config((-1, -1)), cluster)
+    assert "v100" not in smaller.worker_types and smaller.worker_types["k80"].gpus == 8
+    bigger = cluster_for(catalogue, Config((2, 0)), cluster)
+    assert bigger.worker_types["v100"].gpus == 24 and bigger.worker_types["v100"].nodes[1:] == (
+        "v100-new-0",
+        "v100-new-1",
+    )
+
+
+# --------------------------------------------------------------------------- against brute force
+
+
+@pytest.fixture(scope="module")
+def brute_force(lab):
+    table, cluster, catalogue, jobs = lab
+    question = Question(budget=150000)
+    configs = list(configurations(catalogue, cluster, question))
+    screen = Screen(jobs, table, catalogue, cluster, SIM.policy)
+    screened = {c: screen(c, question) for c in configs}
+    simulated = {c: confirm(jobs, table, catalogue, cluster, c, SIM) for c in configs}
+    return question, screened, simulated
+
+
+def test_the_recommendation_is_the_brute_force_best(lab, brute_force):
+    table, cluster, catalogue, jobs = lab
+    question, screened, simulated = brute_force
+    result = answer(jobs, table, catalogue, cluster, question, SIM, top=3)
+    assert result.recommended is not None and result.current is not None
+    lowest = min(c.avg_jct_h for c in simulated.values())
+    near = [c for c in simulated if simulated[c].avg_jct_h <= lowest * (1 + JCT_TIE)]
+    cheapest = min(screened[c].cost for c in near)
+    chosen = result.recommended.config
+    assert simulated[chosen].avg_jct_h <= lowest * (1 + JCT_TIE)  # as good as any configuration in the budget
+    assert screened[chosen].cost == cheapest  # and the cheapest such
+    assert result.recommended.avg_jct_h == pytest.approx(simulated[chosen].avg_jct_h)
+
+
+def test_the_screen_ranks_configurations_as_simulation_does(brute_force):
+    _, screened, simulated = brute_force
+    configs = list(screened)
+    screen = pd.Series([screened[c].est_avg_jct_h for c in configs]).rank()
+    truth = pd.Series([simulated[c].avg_jct_h for c in configs]).rank()
+    assert screen.corr(truth) >= 0.9, list(zip(screen, truth))
+
+
+@settings(max_examples=25, deadline=None)
+@given(v100=st.integers(0, 2), k80=st.integers(0, 2), which=st.sampled_from([0, 1]))
+def test_adding_gpus_never_makes_the_screened_objective_worse(lab, v100, k80, which):
+    table, cluster, catalogue, jobs = lab
+    screen = Screen(jobs, table, catalogue, cluster, SIM.policy)
+    before = screen(Config((v100, k80)), Question())
+    added = [v100, k80]
+    added[which] += 1
+    after = screen(Config(tuple(added)), Question())
+    # max-min fairness maximises the smallest normalised share: more GPUs never lower it
+    assert after.objective >= before.objective - 1e-9 * max(1.0, abs(before.objective))
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _args(tmp_path, *extra):
+    catalogue = tmp_path / "catalogue.json"
+    doc = json.loads(json.dumps(GRID))
+    for spec in doc["node_types"].values():
+        spec["max_nodes"] = 2
+    catalogue.write_text(json.dumps(doc))
+    return [
+        "capacity",
+        "--jobs",
+        str(LAB / "jobs.csv"),
+        "--table",
+        str(TABLE),
+        "--cluster",
+        str(LAB / "cluster.yaml"),
+        "--catalogue",
+        str(catalogue),
+        "--round-length",
+        "1800",
+        "--workers",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        *extra,
+    ]
+
+
+def test_the_command_writes_every_configuration_and_a_cluster_ready_for_plan(tmp_path):
+    result = runner.invoke(app, _args(tmp_path, "--budget", "100000", "--top", "3"))
+    assert result.exit_code == 0, result.output
+    assert "recommended: " in result.output and "than today" in result.output
+    doc = json.loads((tmp_path / "out" / "capacity.json").read_text())
+    assert doc["format"] == "rota.capacity/v1" and len(doc["configurations"]) == 5
+    assert sum(c["recommended"] for c in doc["configurations"]) == 1
+    assert sum(c["simulation"] is not None for c in doc["configurations"]) == 4  # top 3 and the current cluster
+    planned = runner.invoke(
+        app,
+        ["plan", "--table", str(TABLE), "--jobs", str(LAB / "jobs.csv")]
+        + ["--cluster", str(tmp_path / "out" / "recommended_cluster.yaml"), "--out", str(tmp_path / "s.json")],
+    )
+    assert planned.exit_code == 0, planned.output
+
+
+def test_a_target_picks_the_cheapest_that_meets_it(tmp_path):
+    result = runner.invoke(app, _args(tmp_path, "--target", "avg_jct_h<=19", "--top", "8", "--json"))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["recommendation"]["why"] == "the cheapest that meets avg_jct_h <= 19"
+    meeting = [c for c in doc["configurations"] if c["simulation"] and c["simulation"]["avg_jct_h"] <= 19]
+    (chosen,) = [c for c in doc["configurations"] if c["recommended"]]
+    assert chosen["cost"] == min(c["cost"] for c in meeting)
+
+
+def test_too_large_a_search_is_refused_before_any_work(tmp_path):
+    result = runner.invoke(app, _args(tmp_path, "--max-configs", "4"))
+    assert result.exit_code == 2 and "9 configurations within the catalogue's max_nodes" in result.output
+    assert not (tmp_path / "out").exists()
