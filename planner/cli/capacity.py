@@ -47,6 +47,9 @@ def capacity_command(
     catalogue: Path = typer.Option(..., "--catalogue", help="Candidate node types and their prices (.yaml/.json)."),
     budget: Optional[float] = typer.Option(None, "--budget", help="Money to spend on added nodes (at most)."),
     power_budget_kw: Optional[float] = typer.Option(None, "--power-budget-kw", help="Power of added GPUs (kW)."),
+    max_added_gpus: Optional[int] = typer.Option(
+        None, "--max-added-gpus", min=0, help="Room for this many more GPUs, of all types together."
+    ),
     target: Optional[str] = typer.Option(
         None, "--target", help="What to meet, e.g. 'avg_jct_h<=20' (avg_jct_h, p90_jct_h, makespan_h)."
     ),
@@ -86,6 +89,7 @@ def capacity_command(
         target=None if target is None else parse_target(target),
         retire=retire,
         rent_months=_non_negative(rent_months, "--rent-months"),
+        max_added_gpus=max_added_gpus,
     )
     if top < 1:
         raise InputError(f"must be at least 1, got {top}", field="--top")
@@ -265,6 +269,7 @@ def capacity_document(
             "target": None if question.target is None else str(question.target),
             "retire": question.retire,
             "rent_months": question.rent_months,
+            "max_added_gpus": question.max_added_gpus,
         },
         "catalogue_note": cat.note,
         "recommendation": None

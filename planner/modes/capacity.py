@@ -74,6 +74,7 @@ class Question:
     target: Target | None = None
     retire: bool = False  # also consider removing nodes of the current cluster
     rent_months: float | None = None  # cost = renting the added nodes this long, not buying them
+    max_added_gpus: int | None = None  # "room for 16 more GPUs": added GPUs of all types together
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,10 @@ def count_configurations(catalogue: Catalogue, cluster: Cluster, question: Quest
 
 
 def within_limits(catalogue: Catalogue, config: Config, question: Question, cluster: Cluster) -> bool:
+    if question.max_added_gpus is not None:
+        added = sum(max(0, n) * node.gpus_per_node for node, n in zip(catalogue.node_types.values(), config.added))
+        if added > question.max_added_gpus:
+            return False
     if question.budget is not None:
         cost = config_cost(catalogue, config, question)
         if cost is None or cost > question.budget:
