@@ -1,0 +1,89 @@
+"""`rota capacity` speed: screened configurations per minute, and the whole question.
+
+The question of docs/capacity.md at the size the targets name: 500 jobs (Gavel's generator,
+6.5 jobs/h, seed 0) on Gavel's 36:36:36 cluster in 4-GPU nodes, a catalogue of the three
+types with 0-4 nodes each (125 configurations). Prints
+
+* the screen alone: configurations per minute (target >= 1,000 on 2 cores);
+* the whole question (screen every configuration, simulate the 10 best and the current
+  cluster), in one process and in one process per core: seconds (target <= 300), and the
+  speed-up of the processes against one;
+* the screen's rank correlation with the simulations it was confirmed by.
+
+    python benchmarks/bench_capacity.py [--quick]      (--quick: 200 jobs)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import pandas as pd  # noqa: E402
+
+from planner.formats.catalogue import read_catalogue  # noqa: E402
+from planner.formats.cluster import read_cluster  # noqa: E402
+from planner.formats.table import read_table  # noqa: E402
+from planner.modes.capacity import Question, Screen, answer, configurations, union_cluster  # noqa: E402
+from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
+from planner.modes.simulate import SimulationConfig  # noqa: E402
+
+TABLE = ROOT / "data" / "gavel" / "simulation_throughputs.csv"
+EXAMPLE = ROOT / "data" / "examples" / "capacity"
+SCREEN_TARGET_PER_MIN = 1000
+QUESTION_TARGET_S = 300
+
+
+def jobs(table, n: int):
+    return JobGenerator(table, GeneratorConfig(seed=0, rate_per_hour=6.5)).take(n)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    table, cluster = read_table(TABLE), read_cluster(EXAMPLE / "gavel_36.yaml")
+    catalogue = read_catalogue(EXAMPLE / "gavel_catalogue.yaml")
+    job_list = jobs(table, 200 if args.quick else 500)
+    question = Question()
+    sim = SimulationConfig(policy="max_min_fairness_perf")
+    configs = list(configurations(catalogue, cluster, question))
+
+    started = time.perf_counter()
+    screen = Screen(job_list, table, catalogue, cluster, sim.policy)
+    screened = [screen(c, question) for c in configs]
+    screen_s = time.perf_counter() - started
+    rate = len(screened) / screen_s * 60
+    print(
+        f"screen: {len(screened)} configurations of {len(job_list)} jobs in {screen_s:.2f} s = {rate:,.0f} per minute "
+        f"(target >= {SCREEN_TARGET_PER_MIN:,}: {rate / SCREEN_TARGET_PER_MIN:.1f}x the target)"
+    )
+    timings = {}
+    for workers in sorted({1, os.cpu_count() or 1}):
+        started = time.perf_counter()
+        result = answer(job_list, table, catalogue, cluster, question, sim, top=10, workers=workers)
+        timings[workers] = time.perf_counter() - started
+        print(
+            f"whole question, {workers} process(es): {timings[workers]:.1f} s (target <= {QUESTION_TARGET_S} s: "
+            f"{timings[workers] / QUESTION_TARGET_S:.2f} of it); {len(result.confirmed)} simulated; "
+            f"recommended {result.recommended.config.label(catalogue) if result.recommended else '-'}"
+        )
+    if len(timings) > 1:
+        most = max(timings)
+        print(f"processes: {most} against 1: {timings[1] / timings[most]:.2f}x faster")
+    simulated = {c.config: c.avg_jct_h for c in result.confirmed if c.avg_jct_h is not None}
+    by_config = {s.config: s.est_avg_jct_h for s in screened}
+    keys = list(simulated)
+    rho = pd.Series([by_config[k] for k in keys]).rank().corr(pd.Series([simulated[k] for k in keys]).rank())
+    print(f"screen vs simulation on the {len(keys)} simulated configurations: Spearman {rho:.2f}")
+    assert union_cluster(catalogue, cluster).total_gpus >= cluster.total_gpus
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
