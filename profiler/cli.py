@@ -368,7 +368,7 @@ def _show_devices(console: Console, found, as_json: bool) -> None:
         return
     console.print(device_table(found))
     if not devices_mod.torch_available():
-        console.print("torch is not installed: only the CPU is listed (pip install 'rota[profiler]')")
+        console.print("torch is not installed: only the CPU is listed (pip install 'rota[profiler]')", markup=False)
 
 
 def _show_plan(console: Console, tasks, skipped: set[int], budget: float, as_json: bool) -> None:
@@ -399,6 +399,7 @@ def _show_plan(console: Console, tasks, skipped: set[int], budget: float, as_jso
 def _run(console: Console, tasks, options: RunOptions) -> None:
     counts: Counter = Counter()
     noisy: list[str] = []
+    noisy_user: list[str] = []  # those measuring a --workload/--command job: not for --models
     try:
         with ProfileProgress(console, len(tasks)) as progress:
 
@@ -407,17 +408,20 @@ def _run(console: Console, tasks, options: RunOptions) -> None:
                 # a pair has two rows, one measurement; failed rows have no statistics
                 if outcome.status == "ok" and any(is_noisy(row) for row in outcome.rows):
                     noisy.append(outcome.task.label)
+                    if any(is_user(job.spec) for job in outcome.task.jobs):
+                        noisy_user.append(outcome.task.label)
                 progress.finished(outcome)
 
             run_plan(tasks, options, on_start=progress.started, on_done=done)
     except KeyboardInterrupt:
         console.print(
             f"interrupted: {options.out} keeps every finished measurement; "
-            f"rerun the same command with --resume to continue"
+            f"rerun the same command with --resume to continue",
+            markup=False,
         )
         raise typer.Exit(130) from None
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    console.print(f"done: {len(tasks)} measurements ({summary}) → {options.out}")
-    note = noisy_note(noisy)
+    console.print(f"done: {len(tasks)} measurements ({summary}) → {options.out}", markup=False)
+    note = noisy_note(noisy, noisy_user)
     if note:
         console.print(note, highlight=False)

@@ -13,8 +13,9 @@ import multiprocessing.connection
 import os
 import signal
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,18 +60,49 @@ def _stop(processes) -> None:
             p.join()
 
 
-def _start_ignoring_sigint(process) -> None:
-    # An ignored SIGINT survives exec, so a Ctrl-C aimed at the parent never
-    # reaches a child that is still starting up; the parent stops children itself.
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread: cannot touch signals, start as is
-        process.start()
-        return
-    try:
-        process.start()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+class _SigintHeld:
+    """Hold Ctrl-C while a worker starts, then deliver it: never lost, never mid-start.
+
+    Ignoring SIGINT around the start (as this once did) kept children safe but lost a Ctrl-C
+    that came meanwhile. Instead, SIGINT is blocked in this thread: the child inherits the
+    block through fork and exec, so it cannot die of a Ctrl-C before `_child_main` ignores
+    it (the parent stops its children itself). In the parent a blocked SIGINT stays pending,
+    or lands in another thread; a temporary handler records it either way, and on leaving
+    it is raised again under the previous handler (KeyboardInterrupt by default), after the
+    body has registered the started process, so that the caller's cleanup stops it.
+    """
+
+    def __init__(self) -> None:
+        self.caught = False
+        self.previous: signal.Handlers | int | Callable | None = None  # None: ours is not installed
+        self.mask: set[int | signal.Signals] = set()
+
+    def _record(self, signum, frame) -> None:
+        self.caught = True
+
+    def __enter__(self) -> _SigintHeld:
+        # Not in the main thread (signal.signal refuses), or under a handler set from C (which
+        # could not be put back): only block; the signal then waits for the unblock, or goes to
+        # the main thread, whose handler runs as it would have.
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None:
+            self.previous = signal.signal(signal.SIGINT, self._record)
+        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)  # a pending SIGINT is recorded here
+        if self.previous is None:
+            return
+        signal.signal(signal.SIGINT, self.previous)
+        if self.caught:
+            signal.raise_signal(signal.SIGINT)  # as if it came now: KeyboardInterrupt, or what was set
+
+
+def _child_main(*args) -> None:
+    """The worker process's entry: SIGINT arrives blocked (see _SigintHeld); ignore it, then unblock."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards a Ctrl-C that came while starting
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    worker_main(*args)
 
 
 def run_group(
@@ -103,13 +135,16 @@ def run_group(
             )
             receive, send = ctx.Pipe(duplex=False)
             process = ctx.Process(
-                target=worker_main, args=(job, send, barrier, pair_state), name=f"rota-worker-{rank}", daemon=True
+                target=_child_main, args=(job, send, barrier, pair_state), name=f"rota-worker-{rank}", daemon=True
             )
-            _start_ignoring_sigint(process)
-            send.close()  # so a dead child shows up as EOF here
-            processes.append(process)
             conns.append(receive)
             logs.append(log_path)
+            try:
+                with _SigintHeld():  # a Ctrl-C meanwhile is raised once the process is in `processes`
+                    process.start()
+                    processes.append(process)
+            finally:
+                send.close()  # the child's end: a dead child shows up as EOF here
         if _collect(processes, conns, logs, results, timeout_s):
             _let_exit(processes)  # all reported: let them tear down (NCCL, files) on their own
     finally:

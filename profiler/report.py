@@ -1,4 +1,9 @@
-"""What the user sees: device lists, the dry-run plan, the live progress bar."""
+"""What the user sees: device lists, the dry-run plan, the live progress bar.
+
+Everything here is printed with rich markup on, so text from elsewhere (a worker type given
+as NAME=DEVICE, a device name, a user's command, an error message) goes through `escape`:
+'[...]' in it is shown as written, never eaten as a style or refused as a bad closing tag.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -37,7 +43,9 @@ def device_table(devices: Sequence[DeviceType]) -> Table:
         table.add_column(column)
     for d in devices:
         memory = f"{d.memory_bytes / 2**30:.1f} GiB" if d.memory_bytes else "-"
-        table.add_row(d.worker_type, d.backend, str(d.count), str(d.max_processes), memory, d.device_name)
+        table.add_row(
+            escape(d.worker_type), d.backend, str(d.count), str(d.max_processes), memory, escape(d.device_name)
+        )
     return table
 
 
@@ -47,11 +55,11 @@ def model_table(specs: Sequence[WorkloadSpec], kinds: Sequence[str]) -> Table:
         table.add_column(column)
     for spec, kind in zip(specs, kinds):
         table.add_row(
-            spec.model,
+            escape(spec.model),
             kind,
             " ".join(str(b) for b in spec.batch_sizes) or "-",
             " ".join(str(k) for k in spec.scale_factors),
-            spec.options.get("command") or spec.builder,
+            escape(spec.options.get("command") or spec.builder),
         )
     return table
 
@@ -67,7 +75,7 @@ def plan_summary(tasks: Sequence[Task], skipped: set[int], budget_s: float) -> T
         kinds = Counter(t.mode for _, t in items)
         todo = [t for i, t in items if i not in skipped]
         table.add_row(
-            worker_type,
+            escape(worker_type),
             str(kinds["solo"]),
             str(kinds["data_parallel"]),
             str(kinds["pair"]),
@@ -81,7 +89,7 @@ def print_plan(console: Console, tasks: Sequence[Task], skipped: set[int], budge
     console.print(plan_summary(tasks, skipped, budget_s))
     for i, task in enumerate(tasks[:PLAN_LINES]):
         mark = "skip" if i in skipped else f"{i + 1:4d}"
-        console.print(f"  {mark}  {task.mode:13s} {task.label}", highlight=False)
+        console.print(f"  {mark}  {task.mode:13s} {escape(task.label)}", highlight=False)
     if len(tasks) > PLAN_LINES:
         console.print(f"  ... and {len(tasks) - PLAN_LINES} more", highlight=False)
     todo = [t for i, t in enumerate(tasks) if i not in skipped]
@@ -94,28 +102,44 @@ def print_plan(console: Console, tasks: Sequence[Task], skipped: set[int], budge
 
 
 def outcome_line(outcome: TaskOutcome) -> str:
-    task = outcome.task
+    label = escape(outcome.task.label)
     if outcome.status == "skipped":
-        return f"[dim]skip[/dim]  {task.label} (already in table)"
+        return f"[dim]skip[/dim]  {label} (already in table)"
     if outcome.status != "ok":
-        why = f": {outcome.message}" if outcome.message else ""
-        return f"[red]{outcome.status}[/red]  {task.label}{why}"
+        why = f": {escape(outcome.message)}" if outcome.message else ""
+        return f"[red]{outcome.status}[/red]  {label}{why}"
     parts = []
     for row in outcome.rows:
         spread = relative_spread(row) or 0.0
         mark = " [yellow]noisy[/yellow]" if is_noisy(row) else ""
         parts.append(f"{row['throughput']:.2f} steps/s (IQR {100 * spread:.1f} %{mark})")
-    return f"[green]ok[/green]    {task.label}: " + ", ".join(parts) + f" [{outcome.seconds:.0f} s]"
+    return f"[green]ok[/green]    {label}: " + ", ".join(parts) + f" [{outcome.seconds:.0f} s]"
 
 
-def noisy_note(noisy: Sequence[str]) -> str | None:
-    """One line after a run that measured rows with a wide spread, naming them and what to do."""
+# --models selects reference models only: a --workload/--command job is measured again by giving
+# its option again (NAME= included, so its rows are replaced rather than added under a new name).
+USER_REMEASURE_HINT = (
+    "measure them again on an idle machine (stop other jobs first) with a longer --budget and the same "
+    "--workload/--command options (--models names reference models only), e.g. rota profile "
+    "--workload NAME=package.module:factory --batch-sizes SIZE --budget 30"
+)
+MIXED_REMEASURE_HINT = f"{REMEASURE_HINT}; for --workload/--command jobs give their options again instead of --models"
+
+
+def noisy_note(noisy: Sequence[str], user: Sequence[str] = ()) -> str | None:
+    """One line after a run that measured rows with a wide spread, naming them and what to do.
+
+    `user`: those of `noisy` that measured a --workload or --command job, which `--models` cannot
+    select; the hint then says to give their options again.
+    """
     if not noisy:
         return None
     shown = ", ".join(noisy[:5]) + (f" and {len(noisy) - 5} more" if len(noisy) > 5 else "")
+    users = set(user) & set(noisy)
+    hint = REMEASURE_HINT if not users else USER_REMEASURE_HINT if users == set(noisy) else MIXED_REMEASURE_HINT
     return (
         f"[yellow]warning:[/yellow] {len(noisy)} measurement(s) spread more than "
-        f"{100 * NOISY_SPREAD:.0f} % (IQR / median of step times): {shown}; {REMEASURE_HINT}"
+        f"{100 * NOISY_SPREAD:.0f} % (IQR / median of step times): {escape(shown)}; {hint}"
     )
 
 
@@ -143,7 +167,7 @@ class ProfileProgress:
         self.progress.stop()
 
     def started(self, task: Task) -> None:
-        self.progress.update(self.bar, description=task.label[:60])
+        self.progress.update(self.bar, description=escape(task.label[:60]))
 
     def finished(self, outcome: TaskOutcome) -> None:
         self.progress.console.print(outcome_line(outcome), highlight=False)

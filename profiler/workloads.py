@@ -11,8 +11,9 @@ component). The module is imported from the current folder, as `python -m`
 would, after the installed packages.
 
 Entry points are checked in a short child interpreter before anything runs
-(the parent imports no torch): a module that fails to import or a factory
-that cannot take one argument is a one-line error naming it.
+(the parent imports no torch): a module that fails to import, or a factory
+whose signature is not `factory(ctx)` (one required positional parameter for
+the context, any other parameter optional), is a one-line error naming it.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ _CHECK = r"""
 import importlib, inspect, json, sys, traceback
 sys.path.append(sys.argv[1])
 problems = {}
+P = inspect.Parameter
+POSITIONAL = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.VAR_POSITIONAL)
+VARIADIC = (P.VAR_POSITIONAL, P.VAR_KEYWORD)
 for entry in json.loads(sys.argv[2]):
     module, _, name = entry.partition(":")
     try:
@@ -85,11 +89,25 @@ for entry in json.loads(sys.argv[2]):
         problems[entry] = f"is a {type(factory).__name__}, not a factory function"
         continue
     try:
-        inspect.signature(factory).bind(None)
-    except TypeError:
-        problems[entry] = "the factory must take exactly one argument (a models.spec.BuildContext)"
-    except ValueError:
-        pass  # no signature to inspect (a builtin): let the measurement find out
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        continue  # no signature to inspect (a builtin): let the measurement find out
+    parameters = list(signature.parameters.values())
+    positional = [p for p in parameters if p.kind in POSITIONAL]  # these come before the others
+    others = [p.name for p in parameters[1:] if p.default is P.empty and p.kind not in VARIADIC]
+    if not positional:
+        why = "it takes no positional parameter"
+    elif positional[0].default is not P.empty:
+        why = f"its first parameter, {positional[0].name}, has a default, so it is not a context parameter"
+    elif others:
+        why = "it also requires " + ", ".join(others)
+    else:
+        continue
+    problems[entry] = (
+        f"the factory must take one required positional argument, the context ({why}); expected "
+        f"`def factory(ctx: models.spec.BuildContext) -> models.spec.Built | step callable` (other "
+        f"parameters optional), found `def {name}{signature}`"
+    )
 print(json.dumps(problems))
 """
 

@@ -51,6 +51,30 @@ USER_MODULE = textwrap.dedent(
     def two_args(ctx, extra):
         return None
 
+    def defaulted(device="cpu", scale="full"):  # all defaults: passes a bind(None), fails in torch
+        return None
+
+    def nothing():
+        return None
+
+    def keyword_only(*, ctx):
+        return None
+
+    def needs_a_keyword(ctx, *, seed):
+        return None
+
+    def with_options(ctx: "BuildContext", scale="full", *more, seed=0, **extra) -> "Built":
+        return build(ctx)
+
+    def wrapper(*args, **kwargs):
+        return build(*args, **kwargs)
+
+    class Factory:
+        def __call__(self, ctx):
+            return build(ctx)
+
+    factory_object = Factory()
+
     not_a_function = 3
     """
 )
@@ -104,13 +128,36 @@ def test_entry_point_check_names_the_import_error(project):
         check_entry_points(["nosuchpkg.mod:build"])
     with pytest.raises(InputError, match="userwl:missing: cannot import it: AttributeError"):
         check_entry_points(["userwl:missing"])
-    with pytest.raises(InputError, match="must take exactly one argument"):
+    with pytest.raises(InputError, match="must take one required positional argument"):
         check_entry_points(["userwl:two_args"])
     with pytest.raises(InputError, match="is a int, not a factory"):
         check_entry_points(["userwl:not_a_function"])
     (project / "broken.py").write_text("import math\nraise RuntimeError('no licence server')\n")
     with pytest.raises(InputError, match="broken:build: cannot import it: RuntimeError: no licence server"):
         check_entry_points(["broken:build"])
+
+
+@pytest.mark.parametrize(
+    "factory,why,found",
+    [
+        ("defaulted", "its first parameter, device, has a default", "def defaulted(device='cpu', scale='full')"),
+        ("nothing", "it takes no positional parameter", "def nothing()"),
+        ("keyword_only", "it takes no positional parameter", "def keyword_only(*, ctx)"),
+        ("two_args", "it also requires extra", "def two_args(ctx, extra)"),
+        ("needs_a_keyword", "it also requires seed", "def needs_a_keyword(ctx, *, seed)"),
+    ],
+)
+def test_a_factory_not_shaped_factory_ctx_is_refused_naming_both_signatures(project, factory, why, found):
+    with pytest.raises(InputError) as raised:
+        check_entry_points([f"userwl:{factory}"])
+    message = str(raised.value)
+    assert f"userwl:{factory}: the factory must take one required positional argument, the context ({why}" in message
+    assert "expected `def factory(ctx: models.spec.BuildContext) -> models.spec.Built | step callable`" in message
+    assert message.endswith(f"found `{found}`")
+
+
+def test_a_factory_with_optional_extras_or_a_generic_signature_passes_the_check(project):
+    check_entry_points(["userwl:with_options", "userwl:wrapper", "userwl:factory_object"])  # no error
 
 
 def test_as_built_accepts_built_or_a_step_and_names_a_wrong_shape():
@@ -181,7 +228,8 @@ def test_a_factory_of_the_wrong_shape_is_a_one_line_error_and_no_row(project):
     "workload,needle",
     [
         ("nosuchpkg.mod:build", "nosuchpkg.mod:build: cannot import it: ModuleNotFoundError"),
-        ("userwl:two_args", "userwl:two_args: the factory must take exactly one argument"),
+        ("userwl:two_args", "userwl:two_args: the factory must take one required positional argument"),
+        ("userwl:defaulted", "found `def defaulted(device='cpu', scale='full')`"),
         ("LM=userwl:build", "name 'LM' is already a reference model"),
         ("userwl", "expected [NAME=]package.module:factory"),
     ],

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing.context
+import os
+import signal
+
 import pytest
 
 from profiler.processes import run_group
@@ -56,6 +60,52 @@ def test_a_hard_crash_is_failed_not_fatal(tmp_path):
 def test_timeout_stops_the_group():
     (r,) = run_group([job("build_busy", step_s=30.0)], "solo", timeout_s=2)
     assert r.status == "failed" and "timed out" in r.message
+
+
+@pytest.fixture
+def starts(monkeypatch):
+    """Run `during(process)` right after each worker process has started (inside run_group's start-up)."""
+    started: list = []
+    actions: list = []
+    real_start = multiprocessing.context.SpawnProcess.start
+
+    def start(self):
+        real_start(self)
+        started.append(self)
+        for action in actions:
+            action(self, len(started) - 1)
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start)
+    return started, actions
+
+
+def _sigint_state():
+    return signal.getsignal(signal.SIGINT), signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set())
+
+
+@pytest.mark.parametrize("mode,at_rank", [("solo", 0), ("pair", 0), ("pair", 1), ("data_parallel", 1)])
+def test_a_ctrl_c_while_a_worker_starts_is_raised_and_stops_every_worker(starts, mode, at_rank):
+    """A SIGINT that arrives while a process starts was once ignored (lost); it must come out as
+    KeyboardInterrupt once the start is done, with every started process stopped."""
+    started, actions = starts
+    actions.append(lambda process, rank: rank == at_rank and os.kill(os.getpid(), signal.SIGINT))
+    before = _sigint_state()
+    jobs = [job("build_busy", step_s=30.0)] * (1 if mode == "solo" else 2)
+    with pytest.raises(KeyboardInterrupt):
+        run_group(jobs, mode, timeout_s=600)
+    assert len(started) == at_rank + 1  # raised at once: no further process was started
+    assert all(p.exitcode is not None for p in started)  # stopped, not left running
+    assert _sigint_state() == before  # the handler and the signal mask are back as they were
+
+
+def test_a_ctrl_c_aimed_at_a_starting_worker_does_not_kill_it(starts):
+    """A terminal's Ctrl-C reaches every process of the group; a worker still starting must not die of it
+    (the parent decides, and stops its workers itself)."""
+    started, actions = starts
+    actions.append(lambda process, rank: os.kill(process.pid, signal.SIGINT))
+    a, b = run_group([job("build_busy", step_s=0.003), job("build_busy", step_s=0.003)], "pair", timeout_s=60)
+    assert a.status == b.status == "ok", (a.message, b.message)
+    assert [p.exitcode for p in started] == [0, 0]
 
 
 def test_classify_failure():
