@@ -343,7 +343,7 @@ def _estimate_rest(console: Console, measured: Path) -> Path:
     full, report = estimate_table(read_table(measured), partial=True)
     write_table(full, target)
     added = sum(1 for r in full.rows if r["status"] == "estimated")
-    console.print(f"estimated {added} co-location rows from the measured pairs → {target}")
+    console.print(f"estimated {added} co-location rows from the measured pairs → {target}", markup=False)
     return target
 
 

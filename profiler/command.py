@@ -54,6 +54,7 @@ from pathlib import Path
 from models.spec import WorkloadSpec
 from planner.errors import InputError
 from profiler.devices import Node
+from profiler.processes import SigintHeld
 from profiler.ray_nodes import ray_rank_prefix
 from profiler.slurm_nodes import srun_prefix
 from profiler.timing import Measurement, Solo, TimingConfig, measure
@@ -270,17 +271,24 @@ def _peak_rss_bytes(pid: int) -> int | None:
     return None
 
 
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is not None:
-        return
-    try:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    except ProcessLookupError:
-        pass
+def _stop_all(processes: Sequence[subprocess.Popen]) -> None:
+    """SIGTERM to every rank's process group at once, then SIGKILL to those still there after the grace."""
+    for process in processes:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes:
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
 
 
 def _tail(path: str) -> str:
@@ -374,7 +382,8 @@ def run_command(job: CommandJob) -> list[WorkerResult]:
     ranks: list[_Rank] = []
     try:
         for rank in range(job.world_size):
-            ranks.append(_launch(job, rank))
+            with SigintHeld(block=False):  # a Ctrl-C while it starts waits until it is in `ranks` (stopped below)
+                ranks.append(_launch(job, rank))
         reports = _Reports.start(label, ranks[0].process.stdout)
         for other in ranks[1:]:
             threading.Thread(target=_drain, args=(other.process.stdout,), daemon=True).start()
@@ -399,8 +408,7 @@ def run_command(job: CommandJob) -> list[WorkerResult]:
         gpu = job.devices[0].startswith("cuda")
         peaks = [None if gpu or job.is_remote(r.rank) else _peak_rss_bytes(r.process.pid) for r in ranks]
     finally:
-        for r in ranks:
-            _stop(r.process)
+        _stop_all([r.process for r in ranks])
         for r in ranks:
             os.unlink(r.log)
     return [

@@ -60,7 +60,7 @@ def _stop(processes) -> None:
             p.join()
 
 
-class _SigintHeld:
+class SigintHeld:
     """Hold Ctrl-C while a worker starts, then deliver it: never lost, never mid-start.
 
     Ignoring SIGINT around the start (as this once did) kept children safe but lost a Ctrl-C
@@ -72,7 +72,8 @@ class _SigintHeld:
     body has registered the started process, so that the caller's cleanup stops it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, block: bool = True) -> None:
+        self.block = block  # False for a command started with exec: it must not inherit a blocked SIGINT
         self.caught = False
         self.previous: signal.Handlers | int | Callable | None = None  # None: ours is not installed
         self.mask: set[int | signal.Signals] = set()
@@ -80,17 +81,19 @@ class _SigintHeld:
     def _record(self, signum, frame) -> None:
         self.caught = True
 
-    def __enter__(self) -> _SigintHeld:
+    def __enter__(self) -> SigintHeld:
         # Not in the main thread (signal.signal refuses), or under a handler set from C (which
         # could not be put back): only block; the signal then waits for the unblock, or goes to
         # the main thread, whose handler runs as it would have.
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is not None:
             self.previous = signal.signal(signal.SIGINT, self._record)
-        self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        if self.block:
+            self.mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         return self
 
     def __exit__(self, *exc) -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)  # a pending SIGINT is recorded here
+        if self.block:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)  # a pending SIGINT is recorded here
         if self.previous is None:
             return
         signal.signal(signal.SIGINT, self.previous)
@@ -99,7 +102,7 @@ class _SigintHeld:
 
 
 def _child_main(*args) -> None:
-    """The worker process's entry: SIGINT arrives blocked (see _SigintHeld); ignore it, then unblock."""
+    """The worker process's entry: SIGINT arrives blocked (see SigintHeld); ignore it, then unblock."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # discards a Ctrl-C that came while starting
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     worker_main(*args)
@@ -140,7 +143,7 @@ def run_group(
             conns.append(receive)
             logs.append(log_path)
             try:
-                with _SigintHeld():  # a Ctrl-C meanwhile is raised once the process is in `processes`
+                with SigintHeld():  # a Ctrl-C meanwhile is raised once the process is in `processes`
                     process.start()
                     processes.append(process)
             finally:

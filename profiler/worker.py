@@ -186,7 +186,7 @@ def _run(job: WorkerJob, barrier, pair_state) -> WorkerResult:
         restart = _restart_cost(job, built, m.began_at) if m.n_steps and solo else {}
     finally:
         if distributed:
-            torch.distributed.destroy_process_group()
+            dist.destroy_process_group()  # `torch` may be None here: a workload that imports it lazily
     if m.n_steps == 0:
         return WorkerResult(
             status="failed", message="no timed window completed while all sides ran", stop_reason=m.stop_reason

@@ -271,3 +271,30 @@ def test_gangs_beyond_a_node_are_whole_nodes_of_command_jobs_with_ranks_placed_n
         next(t for t in tasks if t.scale_factor == 2 and t.jobs[0].model == "gang"), RunOptions(out=tmp_path / "t.csv")
     )
     assert two.nodes == () and two.place(1).master_addr == "127.0.0.1"  # within one node: as on one host
+
+
+def test_a_ctrl_c_while_a_rank_starts_stops_every_started_rank(tmp_path, monkeypatch):
+    import signal
+
+    from profiler import command as command_module
+    from profiler.timing import TimingConfig
+
+    started = []
+    real_popen = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        process = real_popen(*args, **kwargs)
+        started.append(process)
+        if len(started) == 2:  # the second rank is up, but not yet in the gang's list
+            os.kill(os.getpid(), signal.SIGINT)
+        return process
+
+    monkeypatch.setattr(command_module.subprocess, "Popen", popen_then_ctrl_c)
+    spec = parse_command(f"gang={gang_command(tmp_path)}", (), (1, 4))
+    job = command_module.CommandJob(
+        spec, None, ("cpu",) * 4, TimingConfig(), "tiny", ((),) * 4, 60.0, master_port=29999
+    )
+    with pytest.raises(KeyboardInterrupt):
+        command_module.run_command(job)
+    assert len(started) == 2  # the Ctrl-C stopped the start of the others
+    assert all(p.poll() is not None for p in started)  # and both started ranks were stopped

@@ -22,7 +22,9 @@ def job(builder: str, **options) -> WorkerJob:
 def test_solo_reports_the_known_step_time():
     (r,) = run_group([job("build_busy", step_s=0.004)], "solo", timeout_s=60)
     assert r.status == "ok", r.message
-    assert 0.004 <= r.step_time_median_s < 0.008  # busy-wait: exact unless descheduled
+    # a busy-wait step never takes less than asked; how much more depends on the machine's load,
+    # so the upper bound only catches a unit mistake (a step counted as ms or as a whole window)
+    assert 0.004 <= r.step_time_median_s < 1.0
     assert r.samples_per_step == 8 and r.n_steps > 0 and r.windows >= 4
 
 
