@@ -25,7 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from models.spec import WorkloadSpec
-from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, is_noisy, relative_spread
+from planner.formats.quality import NOISY_SPREAD, is_noisy, relative_spread, remeasure_hint
 from profiler.devices import DeviceType
 from profiler.plan import Task
 from profiler.session import TaskOutcome
@@ -116,16 +116,6 @@ def outcome_line(outcome: TaskOutcome) -> str:
     return f"[green]ok[/green]    {label}: " + ", ".join(parts) + f" [{outcome.seconds:.0f} s]"
 
 
-# --models selects reference models only: a --workload/--command job is measured again by giving
-# its option again (NAME= included, so its rows are replaced rather than added under a new name).
-USER_REMEASURE_HINT = (
-    "measure them again on an idle machine (stop other jobs first) with a longer --budget and the same "
-    "--workload/--command options (--models names reference models only), e.g. rota profile "
-    "--workload NAME=package.module:factory --batch-sizes SIZE --budget 30"
-)
-MIXED_REMEASURE_HINT = f"{REMEASURE_HINT}; for --workload/--command jobs give their options again instead of --models"
-
-
 def noisy_note(noisy: Sequence[str], user: Sequence[str] = ()) -> str | None:
     """One line after a run that measured rows with a wide spread, naming them and what to do.
 
@@ -136,7 +126,7 @@ def noisy_note(noisy: Sequence[str], user: Sequence[str] = ()) -> str | None:
         return None
     shown = ", ".join(noisy[:5]) + (f" and {len(noisy) - 5} more" if len(noisy) > 5 else "")
     users = set(user) & set(noisy)
-    hint = REMEASURE_HINT if not users else USER_REMEASURE_HINT if users == set(noisy) else MIXED_REMEASURE_HINT
+    hint = remeasure_hint(reference=users != set(noisy), user=bool(users))
     return (
         f"[yellow]warning:[/yellow] {len(noisy)} measurement(s) spread more than "
         f"{100 * NOISY_SPREAD:.0f} % (IQR / median of step times): {escape(shown)}; {hint}"

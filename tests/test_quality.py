@@ -51,6 +51,20 @@ def test_validate_names_noisy_rows(tmp_path):
     assert "1 row(s) spread more than 10 %" in warned.output and "rows 2;" in warned.output
 
 
+def test_validate_tells_how_to_measure_a_users_own_job_again(tmp_path):
+    mine = {**_row("mine", 0.1, 0.05), "notes": "command python train.py"}
+    runner = CliRunner()
+    for rows, wanted, unwanted in (
+        ([mine], "the same --workload/--command options", "; for --workload/--command jobs"),
+        ([mine, _row("B", 0.1, 0.05)], "for --workload/--command jobs give their options again", "--models names"),
+        ([_row("B", 0.1, 0.05)], "rota profile --models NAME", "--workload"),
+    ):
+        write_table(ThroughputTable.from_records(rows), tmp_path / "t.csv")
+        warned = runner.invoke(app, ["table", "validate", str(tmp_path / "t.csv")])
+        text = " ".join(warned.output.split())
+        assert warned.exit_code == 0 and wanted in text and unwanted not in text, text
+
+
 def test_profiler_marks_noisy_results_and_sums_them_up():
     task = SimpleNamespace(label="ResNet-18 bs16 on cpu")  # all outcome_line reads of a task
     clean = TaskOutcome(task, "ok", [_row("ResNet-18", 0.1, 0.001)], seconds=3)

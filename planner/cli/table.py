@@ -30,7 +30,7 @@ from planner.formats.atomic import write_text_atomic
 from planner.formats.files import same_file
 from planner.formats.gavel_json import export_gavel, import_gavel
 from planner.formats.inputs import load_table
-from planner.formats.quality import NOISY_SPREAD, REMEASURE_HINT, noisy_rows
+from planner.formats.quality import NOISY_SPREAD, is_user_row, noisy_rows, remeasure_hint
 from planner.formats.schedule import csv_text, spreadsheet_safe
 from planner.formats.state import read_state
 from planner.formats.table import (
@@ -138,10 +138,15 @@ def table_validate(table: Path = typer.Argument(..., help="Throughput table (.cs
         listed = ", ".join(map(str, noisy[:10])) + (f" and {len(noisy) - 10} more" if len(noisy) > 10 else "")
         stdout.print(
             styled("[yellow]warning:[/] ") + f"{len(noisy)} row(s) spread more than {100 * NOISY_SPREAD:.0f} % "
-            f"(step_time_iqr_s / step_time_median_s): rows {listed}; {REMEASURE_HINT}",
+            f"(step_time_iqr_s / step_time_median_s): rows {listed}; {_hint(t.rows, noisy)}",
             highlight=False,
             soft_wrap=True,
         )
+
+
+def _hint(rows: list, noisy: list[int]) -> str:
+    users = [is_user_row(rows[i - 1]) for i in noisy]
+    return remeasure_hint(reference=not all(users), user=any(users))
 
 
 @table_app.command("import-gavel")
