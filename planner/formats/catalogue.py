@@ -26,7 +26,7 @@ from typing import Any
 
 from planner.errors import InputError
 from planner.formats.cluster import MAX_NAME
-from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int, short
+from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int, short, versioned_mapping
 from planner.formats.files import parse_json, read_text
 from planner.formats.safe_yaml import load_yaml
 
@@ -122,17 +122,7 @@ def _node_type(name: str, spec: Any, at: Where) -> NodeType:
 
 def catalogue_from_dict(data: Any, path: object = "<catalogue>") -> Catalogue:
     """The catalogue in a parsed YAML / JSON document; InputError naming the field path."""
-    if not isinstance(data, dict):
-        raise InputError("top level must be a mapping with 'node_types'", path=path)
-    unknown = set(data) - {"format", "note", "node_types"}
-    if unknown:
-        raise InputError("unknown key (expected format, note, node_types)", path=path, field=sorted(unknown)[0])
-    fmt = data.get("format", CATALOGUE_FORMAT)
-    if fmt != CATALOGUE_FORMAT:
-        raise InputError(f"unsupported format {short(fmt)} (expected {CATALOGUE_FORMAT})", path=path, field="format")
-    types = data.get("node_types")
-    if not isinstance(types, dict) or not types:
-        raise InputError("must map at least one node type name to its spec", path=path, field="node_types")
+    types = versioned_mapping(data, path, fmt=CATALOGUE_FORMAT, items="node_types", keys=("note",), what="node type")
     at = Where(path)
     node_types = {}
     for raw_name, spec in types.items():

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
-from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int, short
+from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int, short, versioned_mapping
 from planner.formats.files import parse_json, read_text
 from planner.formats.safe_yaml import load_yaml
 
@@ -108,18 +108,7 @@ class Cluster:
 
 def _check_document(data: Any, path: object) -> dict[str, Any]:
     """The top level: known keys, format, and the worker type mapping it holds."""
-    if not isinstance(data, dict):
-        raise InputError("top level must be a mapping with 'worker_types'", path=path)
-    unknown = set(data) - {"format", "name", "worker_types"}
-    if unknown:
-        raise InputError("unknown key (expected format, name, worker_types)", path=path, field=sorted(unknown)[0])
-    fmt = data.get("format", CLUSTER_FORMAT)
-    if fmt != CLUSTER_FORMAT:
-        raise InputError(f"unsupported format {short(fmt)} (expected {CLUSTER_FORMAT})", path=path, field="format")
-    types = data.get("worker_types")
-    if not isinstance(types, dict) or not types:
-        raise InputError("must map at least one worker type name to its spec", path=path, field="worker_types")
-    return types
+    return versioned_mapping(data, path, fmt=CLUSTER_FORMAT, items="worker_types", keys=("name",), what="worker type")
 
 
 def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -340,3 +340,21 @@ def parse_choice(value: Any, where: Where, field: str, choices: Sequence[T], *, 
         if text == choice:
             return choice
     raise where.error(field, f"unknown {what} {short(text)} (expected one of {', '.join(choices)})")
+
+
+def versioned_mapping(data: Any, path: object, *, fmt: str, items: str, keys: Iterable[str], what: str) -> dict:
+    """The top level of a versioned YAML / JSON document (a cluster, a catalogue): a mapping of the
+    known `keys` whose `format` (optional) is `fmt` and whose `items` maps at least one name to a spec."""
+    if not isinstance(data, dict):
+        raise InputError(f"top level must be a mapping with '{items}'", path=path)
+    known = ("format", *keys, items)
+    unknown = set(data) - set(known)
+    if unknown:
+        raise InputError(f"unknown key (expected {', '.join(known)})", path=path, field=sorted(map(str, unknown))[0])
+    given = data.get("format", fmt)
+    if given != fmt:
+        raise InputError(f"unsupported format {short(given)} (expected {fmt})", path=path, field="format")
+    mapping = data.get(items)
+    if not isinstance(mapping, dict) or not mapping:
+        raise InputError(f"must map at least one {what} name to its spec", path=path, field=items)
+    return mapping
