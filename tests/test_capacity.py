@@ -240,3 +240,33 @@ def test_too_large_a_search_is_refused_before_any_work(tmp_path):
     result = runner.invoke(app, _args(tmp_path, "--max-configs", "4"))
     assert result.exit_code == 2 and "9 configurations within the catalogue's max_nodes" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_answer_resting_on_estimates_is_asked_again_at_their_pessimistic_end(tmp_path):
+    frame = pd.read_csv(TABLE, dtype=str, keep_default_na=False)
+    p100 = (frame["worker_type"] == "p100") & (frame["status"] == "ok")  # rows of jobs that run there
+    frame.loc[p100, ["source", "status"]] = "estimated"
+    frame.loc[p100, "device_name"] = "estimated: solo from 3 measured cells; p90 error 40 %"
+    table = tmp_path / "estimated.csv"
+    frame.to_csv(table, index=False)
+    args = _args(tmp_path, "--budget", "100000", "--top", "3")
+    args[args.index(str(TABLE))] = str(table)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "estimated: p100:" in text and "(p90 error up to 40 %)" in text
+    doc = json.loads((tmp_path / "out" / "capacity.json").read_text())
+    assert doc["sensitivity"]["estimated_cells"][0]["worker_type"] == "p100"
+    again = doc["sensitivity"]["recommendation"]["label"]
+    # the verdict printed is the one the two simulations give
+    if again == doc["recommendation"]["label"]:
+        assert "at the pessimistic end of the estimates: the same recommendation" in text
+    else:
+        assert f"at the pessimistic end of the estimates: the recommendation changes to {again}" in text
+    simulated = [c for c in doc["configurations"] if c["simulation"]]
+    assert all(c["pessimistic_avg_jct_h"] is not None for c in simulated)
+    current = doc["configurations"][0]
+    # the p100s, 16 of the lab's 40 GPUs, 40 % slower: the jobs take longer
+    assert current["pessimistic_avg_jct_h"] > current["simulation"]["avg_jct_h"]
+    measured = runner.invoke(app, _args(tmp_path, "--budget", "100000", "--top", "3", "--json"))
+    assert json.loads(measured.stdout)["sensitivity"] is None  # Gavel's measured table: nothing to re-check

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from planner.cli.common import err, one_line, out, progress_bar, styled
 from planner.errors import InputError
+from planner.estimate.sensitivity import EstimatedCells, estimated_cells, pessimistic
 from planner.formats.atomic import write_text_atomic
 from planner.formats.catalogue import Catalogue, read_catalogue
 from planner.formats.cluster import Cluster, cluster_to_dict
@@ -30,7 +32,9 @@ from planner.modes.capacity import (
     cluster_for,
     count_configurations,
     parse_target,
+    recommend,
     rent_or_buy,
+    simulate_all,
     union_cluster,
 )
 from planner.modes.simulate import SimulationConfig
@@ -113,6 +117,7 @@ def capacity_command(
         for cells in gaps:
             err.print(styled("[yellow]warning:[/] ") + one_line(cells.describe()), highlight=False, soft_wrap=True)
     sim = SimulationConfig(policy=policy, round_s=round_s)
+    n_workers = workers or os.cpu_count() or 1
     with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
         screening = bar.add_task("screen", total=n, best="")
         simulating = bar.add_task("simulate", total=top + 1, best="")
@@ -132,11 +137,21 @@ def capacity_command(
             question,
             sim,
             top=top,
-            workers=workers or os.cpu_count() or 1,
+            workers=n_workers,
             on_screened=screened,
             on_confirmed=confirmed,
         )
-    document = capacity_document(result, cat, spec, question, inputs=[jobs, table, cluster, catalogue], gaps=gaps)
+    estimated = estimated_cells(thr, job_list, union_cluster(cat, spec).names)
+    sensitivity = None
+    if estimated:  # the answer rests on estimates: ask it again with each at the pessimistic end of its error
+        pessimistic_runs = simulate_all(
+            [c.config for c in result.confirmed], job_list, pessimistic(thr), cat, spec, sim, workers=n_workers
+        )
+        pessimistic_pick = recommend(pessimistic_runs, _by_config(result), question)
+        sensitivity = Sensitivity(estimated, pessimistic_runs, *pessimistic_pick)
+    document = capacity_document(
+        result, cat, spec, question, inputs=[jobs, table, cluster, catalogue], gaps=gaps, sensitivity=sensitivity
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "capacity.json", json.dumps(document, indent=1) + "\n")
     written = [out_dir / "capacity.json"]
@@ -154,7 +169,24 @@ def capacity_command(
     if as_json:
         out.print_json(json.dumps(document))
         return
-    _print(result, cat, question, written)
+    _print(result, cat, question, written, sensitivity)
+
+
+@dataclass
+class Sensitivity:
+    """The simulated configurations again, with every estimated throughput at its p90 error."""
+
+    cells: list[EstimatedCells]
+    runs: list[Confirmed]
+    recommended: Confirmed | None
+    why: str
+
+    def avg_jct_h(self, config) -> float | None:
+        return next((c.avg_jct_h for c in self.runs if c.config == config), None)
+
+
+def _by_config(result: Answer) -> dict:
+    return {s.config: s for s in result.screened}
 
 
 def _non_negative(value: Optional[float], option: str) -> Optional[float]:
@@ -171,10 +203,15 @@ def _money(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def _print(result: Answer, cat: Catalogue, question: Question, written: list[Path]) -> None:
+def _print(
+    result: Answer, cat: Catalogue, question: Question, written: list[Path], sensitivity: Sensitivity | None
+) -> None:
     screened = {s.config: s for s in result.screened}
     rows = Table(title="Pareto-optimal configurations (simulated)", title_justify="left")
-    for column in ("configuration", "cost", "power kW", "avg JCT h", "p90 JCT h", "makespan h", "util", "screen h"):
+    columns = ["configuration", "cost", "power kW", "avg JCT h", "p90 JCT h", "makespan h", "util", "screen h"]
+    if sensitivity is not None:
+        columns.append("pessimistic h")  # avg JCT with every estimate at its p90 error
+    for column in columns:
         rows.add_column(column, justify="left" if column == "configuration" else "right")
     front = [c for c in result.confirmed if c.config in set(result.front)]
     front.sort(key=lambda c: (screened[c.config].cost or 0.0, c.avg_jct_h or math.inf))
@@ -190,6 +227,7 @@ def _print(result: Answer, cat: Catalogue, question: Question, written: list[Pat
             _hours(c.makespan_h),
             f"{100 * c.utilisation.get('all', 0.0):.0f} %",
             _hours(s.est_avg_jct_h),
+            *([] if sensitivity is None else [_hours(sensitivity.avg_jct_h(c.config))]),
         )
     out.print(rows)
     finite = sum(math.isfinite(s.est_avg_jct_h) for s in result.screened)
@@ -209,6 +247,16 @@ def _print(result: Answer, cat: Catalogue, question: Question, written: list[Pat
             gain = 100 * (base.avg_jct_h - rec.avg_jct_h) / base.avg_jct_h
             line += f"; average JCT {base.avg_jct_h:.2f} h → {rec.avg_jct_h:.2f} h ({gain:.1f} % less) than today"
         out.print(line, highlight=False)
+    if sensitivity is not None:
+        for cells in sensitivity.cells:
+            out.print(f"estimated: {cells.describe()}", highlight=False)
+        if sensitivity.recommended is None:
+            out.print(f"at the pessimistic end of the estimates: no recommendation ({sensitivity.why})")
+        else:
+            label = sensitivity.recommended.config.label(cat)
+            same = result.recommended is not None and sensitivity.recommended.config == result.recommended.config
+            verdict = "the same recommendation" if same else f"the recommendation changes to {label}"
+            out.print(f"at the pessimistic end of the estimates: {verdict} ({sensitivity.why})", highlight=False)
     months = {k: v for k, v in rent_or_buy(cat).items() if v is not None}
     if months:
         text = ", ".join(f"{name} after {m:.1f} months" for name, m in months.items())
@@ -231,7 +279,14 @@ def _screen_json(s: Screened) -> dict[str, Any]:
 
 
 def capacity_document(
-    result: Answer, cat: Catalogue, spec: Cluster, question: Question, *, inputs: list, gaps: list
+    result: Answer,
+    cat: Catalogue,
+    spec: Cluster,
+    question: Question,
+    *,
+    inputs: list,
+    gaps: list,
+    sensitivity: Sensitivity | None = None,
 ) -> dict[str, Any]:
     confirmed = {c.config: c for c in result.confirmed}
     front = set(result.front)
@@ -257,6 +312,7 @@ def capacity_document(
                     "jobs_finished": c.jobs_finished,
                 },
                 "pareto": s.config in front,
+                "pessimistic_avg_jct_h": None if sensitivity is None else sensitivity.avg_jct_h(s.config),
                 "recommended": result.recommended is not None and s.config == result.recommended.config,
             }
         )
@@ -278,5 +334,13 @@ def capacity_document(
         "why": result.why,
         "rent_or_buy_break_even_months": rent_or_buy(cat),
         "missing_cells": [g.to_json() for g in gaps],
+        "sensitivity": None
+        if sensitivity is None
+        else {
+            "estimated_cells": [vars(c) for c in sensitivity.cells],
+            "recommendation": None
+            if sensitivity.recommended is None
+            else {"label": sensitivity.recommended.config.label(cat), "why": sensitivity.why},
+        },
         "configurations": configs,
     }

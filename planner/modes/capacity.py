@@ -455,6 +455,37 @@ def _confirm_one(args: tuple) -> Confirmed:
     return confirm(*args)
 
 
+def simulate_all(
+    configs: Sequence[Config],
+    jobs: Sequence[Job],
+    table: ThroughputTable,
+    catalogue: Catalogue,
+    cluster: Cluster,
+    sim: SimulationConfig,
+    *,
+    workers: int = 1,
+    on_confirmed: Callable[[int, Confirmed], None] | None = None,
+) -> list[Confirmed]:
+    """Full simulations of `configs`, in `workers` processes, in the order given."""
+    tasks = [(jobs, table, catalogue, cluster, config, sim) for config in configs]
+    confirmed: list[Confirmed] = []
+    if workers > 1 and len(tasks) > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=multiprocessing.get_context("fork")) as pool:
+            for result in pool.map(_confirm_one, tasks):
+                confirmed.append(result)
+                if on_confirmed is not None:
+                    on_confirmed(len(confirmed), result)
+    else:
+        for task in tasks:
+            confirmed.append(_confirm_one(task))
+            if on_confirmed is not None:
+                on_confirmed(len(confirmed), confirmed[-1])
+    return confirmed
+
+
 def answer(
     jobs: Sequence[Job],
     table: ThroughputTable,
@@ -481,22 +512,7 @@ def answer(
     current = screened[0].config  # configurations() yields the current cluster first
     if current not in chosen and math.isfinite(screened[0].est_avg_jct_h):
         chosen.append(current)
-    tasks = [(jobs, table, catalogue, cluster, config, sim) for config in chosen]
-    confirmed: list[Confirmed] = []
-    if workers > 1 and len(tasks) > 1:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for result in pool.map(_confirm_one, tasks):
-                confirmed.append(result)
-                if on_confirmed is not None:
-                    on_confirmed(len(confirmed), result)
-    else:
-        for task in tasks:
-            confirmed.append(_confirm_one(task))
-            if on_confirmed is not None:
-                on_confirmed(len(confirmed), confirmed[-1])
+    confirmed = simulate_all(chosen, jobs, table, catalogue, cluster, sim, workers=workers, on_confirmed=on_confirmed)
     done = [c for c in confirmed if c.status == "ok" and c.avg_jct_h is not None]
     points = [
         (by_config[c.config].cost if by_config[c.config].cost is not None else math.inf, c.avg_jct_h) for c in done
