@@ -236,10 +236,33 @@ def test_a_target_picks_the_cheapest_that_meets_it(tmp_path):
     assert chosen["cost"] == min(c["cost"] for c in meeting)
 
 
-def test_too_large_a_search_is_refused_before_any_work(tmp_path):
-    result = runner.invoke(app, _args(tmp_path, "--max-configs", "4"))
-    assert result.exit_code == 2 and "9 configurations within the catalogue's max_nodes" in result.output
-    assert not (tmp_path / "out").exists()
+def test_a_search_too_large_to_enumerate_is_sampled_the_same_way_every_time(tmp_path):
+    runs = []
+    for _ in range(2):
+        result = runner.invoke(app, _args(tmp_path, "--max-configs", "4", "--json"))
+        assert result.exit_code == 0, result.output
+        runs.append(json.loads(result.stdout))
+    first = runs[0]
+    assert first["sampled_from"] == 9 and len(first["configurations"]) <= 4
+    assert first["configurations"][0]["label"] == "current cluster"  # always screened (and simulated)
+    assert [c["added_nodes"] for c in first["configurations"]] == [c["added_nodes"] for c in runs[1]["configurations"]]
+    assert first["recommendation"] == runs[1]["recommendation"]
+
+
+def test_the_sampled_search_finds_what_enumeration_finds(lab):
+    """3 node types x 0-6 nodes (343 configurations): 60 sampled trials against all of them."""
+    table, cluster, _, jobs = lab
+    wide = {"worker_type": None, "gpus_per_node": 8, "max_nodes": 6}
+    prices = {"v100": 80000, "p100": 40000, "k80": 15000}
+    doc = {"node_types": {f"{w}x8": {**wide, "worker_type": w, "price_per_node": p} for w, p in prices.items()}}
+    catalogue = catalogue_from_dict(doc)
+    question = Question(budget=300000)
+    every = answer(jobs, table, catalogue, cluster, question, SIM, top=10)
+    sampled = answer(jobs, table, catalogue, cluster, question, SIM, top=10, max_screened=60)
+    assert sampled.sampled_from == 343 and every.sampled_from is None
+    assert len(sampled.screened) <= 60 < len(every.screened)
+    assert sampled.recommended is not None and every.recommended is not None
+    assert sampled.recommended.avg_jct_h <= every.recommended.avg_jct_h * (1 + 2 * JCT_TIE)
 
 
 def test_an_answer_resting_on_estimates_is_asked_again_at_their_pessimistic_end(tmp_path):

@@ -66,8 +66,13 @@ def capacity_command(
     top: int = typer.Option(10, "--top", help="How many of the best-screened configurations to simulate."),
     workers: int = typer.Option(0, "--workers", help="Processes for the simulations (0: one per core)."),
     max_configs: int = typer.Option(
-        DEFAULT_MAX_CONFIGS, "--max-configs", help="Refuse a search over more configurations than this."
+        DEFAULT_MAX_CONFIGS,
+        "--max-configs",
+        min=1,
+        help="Screen every configuration up to this many; beyond, this many chosen by a multi-objective "
+        "search (Optuna's NSGA-II, seeded).",
     ),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the sampled search."),
     out_dir: Path = typer.Option(Path("capacity"), "--out", "-o", help="Folder for capacity.json and the cluster."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw cost against JCT (.png or .svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
@@ -104,13 +109,6 @@ def capacity_command(
     cat = read_catalogue(catalogue)
     check_catalogue(cat, spec, thr, question)
     n = count_configurations(cat, spec, question)
-    if n > max_configs:
-        raise InputError(
-            f"{n:,} configurations within the catalogue's max_nodes: more than --max-configs {max_configs:,}; "
-            "lower max_nodes, or raise --max-configs (the screen takes about 1 s per 1,000 for a few hundred jobs)",
-            path=cat.path,
-            field="max_nodes",
-        )
     job_list = read_trace(jobs, thr, union_cluster(cat, spec))
     gaps = missing_cells(thr, job_list, union_cluster(cat, spec))
     if not as_json:
@@ -119,7 +117,7 @@ def capacity_command(
     sim = SimulationConfig(policy=policy, round_s=round_s)
     n_workers = workers or os.cpu_count() or 1
     with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
-        screening = bar.add_task("screen", total=n, best="")
+        screening = bar.add_task("screen", total=min(n, max_configs), best="")
         simulating = bar.add_task("simulate", total=top + 1, best="")
 
         def screened(done: int, s: Screened) -> None:
@@ -138,6 +136,8 @@ def capacity_command(
             sim,
             top=top,
             workers=n_workers,
+            max_screened=max_configs,
+            seed=seed,
             on_screened=screened,
             on_confirmed=confirmed,
         )
@@ -189,6 +189,12 @@ def _by_config(result: Answer) -> dict:
     return {s.config: s for s in result.screened}
 
 
+def _sampled(result: Answer) -> str:
+    if result.sampled_from is None:
+        return ""
+    return f" (of {result.sampled_from:,} within max_nodes, chosen by NSGA-II)"
+
+
 def _non_negative(value: Optional[float], option: str) -> Optional[float]:
     if value is not None and not (math.isfinite(value) and value >= 0):
         raise InputError(f"must be a non-negative number, got {value}", field=option)
@@ -232,7 +238,7 @@ def _print(
     out.print(rows)
     finite = sum(math.isfinite(s.est_avg_jct_h) for s in result.screened)
     out.print(
-        f"screened {len(result.screened):,} configurations "
+        f"screened {len(result.screened):,} configurations{_sampled(result)} "
         f"({len(result.screened) - finite} leave a job nowhere to run), simulated {len(result.confirmed)}"
     )
     if cat.note:
@@ -328,6 +334,7 @@ def capacity_document(
             "max_added_gpus": question.max_added_gpus,
         },
         "catalogue_note": cat.note,
+        "sampled_from": result.sampled_from,
         "recommendation": None
         if result.recommended is None
         else {"label": result.recommended.config.label(cat), "why": result.why},

@@ -177,6 +177,54 @@ def configurations(catalogue: Catalogue, cluster: Cluster, question: Question) -
             yield config
 
 
+def sample_configurations(
+    catalogue: Catalogue,
+    cluster: Cluster,
+    question: Question,
+    screen: Callable[[Config], Screened],
+    trials: int,
+    seed: int = 0,
+) -> None:
+    """A search too large to enumerate: `trials` configurations chosen by Optuna's NSGA-II sampler
+    (seeded: the same question gives the same sample), minimising cost and the screen's estimated
+    average JCT, with the limits as constraints. The current cluster is screened first; each
+    configuration once (a repeated suggestion is answered from the first screen)."""
+    try:
+        import optuna
+    except ImportError:
+        raise InputError(
+            f"{count_configurations(catalogue, cluster, question):,} configurations are more than --max-configs "
+            f"{trials:,}: sampling them needs optuna (pip install 'rota[capacity]'), or lower max_nodes",
+            field="--max-configs",
+        ) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    retire = _retirable(catalogue, cluster, question)
+    current = Config(tuple(0 for _ in catalogue.names))
+    seen: dict[Config, Screened] = {current: screen(current)}
+
+    def objective(trial) -> tuple[float, float]:
+        config = Config(
+            tuple(
+                trial.suggest_int(name, -r, node.max_nodes)
+                for (name, node), r in zip(catalogue.node_types.items(), retire)
+            )
+        )
+        ok = within_limits(catalogue, config, question, cluster)
+        trial.set_constraint("limits", 0.0 if ok else 1.0)  # <= 0: within the money, power and GPU limits
+        if not ok:
+            return math.inf, math.inf
+        if config not in seen:
+            seen[config] = screen(config)
+        result = seen[config]
+        cost = result.cost if result.cost is not None else 0.0
+        jct = result.est_avg_jct_h if math.isfinite(result.est_avg_jct_h) else 1e12
+        return cost, jct
+
+    sampler = optuna.samplers.NSGAIISampler(seed=seed)
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=sampler)
+    study.optimize(objective, n_trials=max(0, trials - 1))
+
+
 def count_configurations(catalogue: Catalogue, cluster: Cluster, question: Question) -> int:
     """How many configurations the limits per type allow (before money and power)."""
     retire = _retirable(catalogue, cluster, question)
@@ -418,12 +466,15 @@ def rent_or_buy(catalogue: Catalogue) -> dict[str, float | None]:
 
 __all__ = [
     "HOURS_PER_MONTH",
+    "JCT_TIE",
+    "Answer",
     "Config",
     "Confirmed",
     "Question",
     "Screen",
     "Screened",
     "Target",
+    "answer",
     "check_catalogue",
     "cluster_for",
     "configurations",
@@ -433,6 +484,8 @@ __all__ = [
     "parse_target",
     "recommend",
     "rent_or_buy",
+    "sample_configurations",
+    "simulate_all",
     "top_screened",
     "union_cluster",
 ]
@@ -449,6 +502,7 @@ class Answer:
     recommended: Confirmed | None
     why: str
     current: Confirmed | None
+    sampled_from: int | None = None  # the search was sampled from this many configurations
 
 
 def _confirm_one(args: tuple) -> Confirmed:
@@ -496,17 +550,30 @@ def answer(
     *,
     top: int = 10,
     workers: int = 1,
+    max_screened: int | None = None,
+    seed: int = 0,
     on_screened: Callable[[int, Screened], None] | None = None,
     on_confirmed: Callable[[int, Confirmed], None] | None = None,
 ) -> Answer:
-    """Screen every configuration, simulate the `top` most promising and the current cluster
-    (in `workers` processes), and choose."""
+    """Screen every configuration (more than `max_screened`: that many, sampled by a
+    multi-objective search), simulate the `top` most promising and the current cluster (in
+    `workers` processes), and choose."""
     screen = Screen(jobs, table, catalogue, cluster, sim.policy)
     screened: list[Screened] = []
-    for config in configurations(catalogue, cluster, question):
+
+    def screened_one(config: Config) -> Screened:
         screened.append(screen(config, question))
         if on_screened is not None:
             on_screened(len(screened), screened[-1])
+        return screened[-1]
+
+    space = count_configurations(catalogue, cluster, question)
+    sampled = max_screened is not None and space > max_screened
+    if max_screened is not None and sampled:
+        sample_configurations(catalogue, cluster, question, screened_one, max_screened, seed)
+    else:
+        for config in configurations(catalogue, cluster, question):
+            screened_one(config)
     by_config = {s.config: s for s in screened}
     chosen = [s.config for s in top_screened(screened, top)]
     current = screened[0].config  # configurations() yields the current cluster first
@@ -520,4 +587,4 @@ def answer(
     front = [done[i].config for i in pareto(points)]  # type: ignore[arg-type]
     recommended, why = recommend(confirmed, by_config, question)
     baseline = next((c for c in confirmed if c.config == current), None)
-    return Answer(screened, confirmed, front, recommended, why, baseline)
+    return Answer(screened, confirmed, front, recommended, why, baseline, space if sampled else None)
