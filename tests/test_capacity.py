@@ -293,3 +293,20 @@ def test_an_answer_resting_on_estimates_is_asked_again_at_their_pessimistic_end(
     assert current["pessimistic_avg_jct_h"] > current["simulation"]["avg_jct_h"]
     measured = runner.invoke(app, _args(tmp_path, "--budget", "100000", "--top", "3", "--json"))
     assert json.loads(measured.stdout)["sensitivity"] is None  # Gavel's measured table: nothing to re-check
+
+
+def test_generated_job_lists_are_simulated_per_seed_with_their_spread(tmp_path):
+    args = _args(tmp_path, "--top", "2", "--json")
+    jobs_at = args.index("--jobs")
+    generated = args[:jobs_at] + args[jobs_at + 2 :] + ["--num-jobs", "30", "--rate", "2", "--seeds", "3"]
+    result = runner.invoke(app, generated)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    simulated = [c["simulation"] for c in doc["configurations"] if c["simulation"]]
+    assert len(simulated) == 3 and all(s["seeds"] == 3 for s in simulated)
+    # three different job lists: their average JCTs differ, and the spread says by how much
+    assert all(s["avg_jct_spread_h"] is not None and s["avg_jct_spread_h"] > 0 for s in simulated)
+    both = runner.invoke(app, [*args, "--num-jobs", "30"])
+    assert both.exit_code == 2 and "give either --jobs or --num-jobs" in both.output
+    seeds = runner.invoke(app, [*args, "--seeds", "2"])
+    assert seeds.exit_code == 2 and "--seeds needs --num-jobs" in seeds.output

@@ -37,6 +37,7 @@ from planner.modes.capacity import (
     simulate_all,
     union_cluster,
 )
+from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.simulate import SimulationConfig
 from planner.rounds.engine import DEFAULT_ROUND_S
 
@@ -45,7 +46,7 @@ DEFAULT_MAX_CONFIGS = 20_000
 
 
 def capacity_command(
-    jobs: Path = typer.Option(..., "--jobs", help="Your job list (.csv/.json) or a Gavel .trace."),
+    jobs: Optional[Path] = typer.Option(None, "--jobs", help="Your job list (.csv/.json) or a Gavel .trace."),
     table: Path = typer.Option(..., "--table", "-t", help="Throughput table with rows for every candidate type."),
     cluster: str = typer.Option(..., "--cluster", "-c", help="The cluster you have (.yaml/.json)."),
     catalogue: Path = typer.Option(..., "--catalogue", help="Candidate node types and their prices (.yaml/.json)."),
@@ -72,7 +73,15 @@ def capacity_command(
         help="Screen every configuration up to this many; beyond, this many chosen by a multi-objective "
         "search (Optuna's NSGA-II, seeded).",
     ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the sampled search."),
+    search_seed: int = typer.Option(0, "--search-seed", min=0, help="Seed of the sampled search."),
+    num_jobs: Optional[int] = typer.Option(
+        None, "--num-jobs", min=1, max=100_000, help="Instead of --jobs: this many jobs from Gavel's generator."
+    ),
+    rate: float = typer.Option(0.0, "--rate", min=0.0, help="With --num-jobs: arrivals per hour (0: all at t = 0)."),
+    multi_gpu: bool = typer.Option(False, "--multi-gpu", help="With --num-jobs: scale factors 1/2/4/8."),
+    seeds: int = typer.Option(
+        1, "--seeds", min=1, max=100, help="With --num-jobs: simulate each configuration on this many job lists."
+    ),
     out_dir: Path = typer.Option(Path("capacity"), "--out", "-o", help="Folder for capacity.json and the cluster."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw cost against JCT (.png or .svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print the capacity document as JSON."),
@@ -109,7 +118,8 @@ def capacity_command(
     cat = read_catalogue(catalogue)
     check_catalogue(cat, spec, thr, question)
     n = count_configurations(cat, spec, question)
-    job_list = read_trace(jobs, thr, union_cluster(cat, spec))
+    job_lists = _job_lists(jobs, thr, union_cluster(cat, spec), num_jobs, rate, multi_gpu, seeds)
+    job_list = job_lists[0]  # what the screen sees
     gaps = missing_cells(thr, job_list, union_cluster(cat, spec))
     if not as_json:
         for cells in gaps:
@@ -118,7 +128,7 @@ def capacity_command(
     n_workers = workers or os.cpu_count() or 1
     with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
         screening = bar.add_task("screen", total=min(n, max_configs), best="")
-        simulating = bar.add_task("simulate", total=top + 1, best="")
+        simulating = bar.add_task("simulate", total=(top + 1) * seeds, best="")
 
         def screened(done: int, s: Screened) -> None:
             bar.update(screening, completed=done, best=f"screened {done:,}")
@@ -137,7 +147,8 @@ def capacity_command(
             top=top,
             workers=n_workers,
             max_screened=max_configs,
-            seed=seed,
+            seed=search_seed,
+            job_lists=job_lists,
             on_screened=screened,
             on_confirmed=confirmed,
         )
@@ -145,12 +156,19 @@ def capacity_command(
     sensitivity = None
     if estimated:  # the answer rests on estimates: ask it again with each at the pessimistic end of its error
         pessimistic_runs = simulate_all(
-            [c.config for c in result.confirmed], job_list, pessimistic(thr), cat, spec, sim, workers=n_workers
+            [c.config for c in result.confirmed], job_lists, pessimistic(thr), cat, spec, sim, workers=n_workers
         )
         pessimistic_pick = recommend(pessimistic_runs, _by_config(result), question)
         sensitivity = Sensitivity(estimated, pessimistic_runs, *pessimistic_pick)
     document = capacity_document(
-        result, cat, spec, question, inputs=[jobs, table, cluster, catalogue], gaps=gaps, sensitivity=sensitivity
+        result,
+        cat,
+        spec,
+        question,
+        inputs=[jobs if jobs is not None else f"generated: {num_jobs} jobs, {rate:g}/h, seeds 0-{seeds - 1}"]
+        + [table, cluster, catalogue],
+        gaps=gaps,
+        sensitivity=sensitivity,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "capacity.json", json.dumps(document, indent=1) + "\n")
@@ -189,6 +207,22 @@ def _by_config(result: Answer) -> dict:
     return {s.config: s for s in result.screened}
 
 
+def _job_lists(jobs, thr, union, num_jobs, rate, multi_gpu, seeds) -> list[list]:
+    """The job list, or one generated list per seed (0, 1, ...)."""
+    if (jobs is None) == (num_jobs is None):
+        raise InputError("give either --jobs or --num-jobs (with --rate, --seeds)", field="--jobs")
+    if jobs is not None:
+        if seeds != 1:
+            raise InputError("a job list simulates the same way every time; --seeds needs --num-jobs", field="--seeds")
+        return [read_trace(jobs, thr, union)]
+    assert num_jobs is not None
+    lists = []
+    for seed in range(seeds):
+        generated = JobGenerator(thr, GeneratorConfig(seed=seed, rate_per_hour=rate, multi_gpu=multi_gpu))
+        lists.append(generated.take(num_jobs))
+    return lists
+
+
 def _sampled(result: Answer) -> str:
     if result.sampled_from is None:
         return ""
@@ -215,6 +249,9 @@ def _print(
     screened = {s.config: s for s in result.screened}
     rows = Table(title="Pareto-optimal configurations (simulated)", title_justify="left")
     columns = ["configuration", "cost", "power kW", "avg JCT h", "p90 JCT h", "makespan h", "util", "screen h"]
+    runs = max((c.runs for c in result.confirmed), default=1)
+    if runs > 1:
+        columns.insert(4, "± seeds")  # max - min of the seeds' average JCTs
     if sensitivity is not None:
         columns.append("pessimistic h")  # avg JCT with every estimate at its p90 error
     for column in columns:
@@ -229,6 +266,7 @@ def _print(
             _money(s.cost),
             "-" if s.power_kw is None else f"{s.power_kw:.1f}",
             _hours(c.avg_jct_h),
+            *([_hours(c.avg_jct_spread_h)] if runs > 1 else []),
             _hours(c.p90_jct_h),
             _hours(c.makespan_h),
             f"{100 * c.utilisation.get('all', 0.0):.0f} %",
@@ -316,6 +354,8 @@ def capacity_document(
                     "makespan_h": c.makespan_h,
                     "utilisation": c.utilisation,
                     "jobs_finished": c.jobs_finished,
+                    "seeds": c.runs,
+                    "avg_jct_spread_h": c.avg_jct_spread_h,
                 },
                 "pareto": s.config in front,
                 "pessimistic_avg_jct_h": None if sensitivity is None else sensitivity.avg_jct_h(s.config),

@@ -379,6 +379,8 @@ class Confirmed:
     makespan_h: float | None
     utilisation: dict[str, float]
     jobs_finished: int
+    runs: int = 1  # job lists (seeds) simulated; the measures are their means
+    avg_jct_spread_h: float | None = None  # max - min of the runs' average JCTs (0 for one run)
 
     def measures(self) -> dict[str, float | None]:
         return {"avg_jct_h": self.avg_jct_h, "p90_jct_h": self.p90_jct_h, "makespan_h": self.makespan_h}
@@ -408,6 +410,32 @@ def confirm(
         _hours(metrics.get("makespan_s")),
         dict(metrics.get("utilisation") or {}),
         int(metrics.get("jobs_finished") or 0),
+    )
+
+
+def combine(runs: Sequence[Confirmed]) -> Confirmed:
+    """One configuration's simulations over several job lists (seeds): the means, and the spread."""
+    first = runs[0]
+    if len(runs) == 1:
+        return replace(first, avg_jct_spread_h=0.0 if first.avg_jct_h is not None else None)
+    ok = all(r.status == "ok" and r.avg_jct_h is not None for r in runs)
+
+    def mean(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if ok and len(known) == len(values) else None
+
+    averages = [r.avg_jct_h for r in runs if r.avg_jct_h is not None]
+    types = {k for r in runs for k in r.utilisation}
+    return Confirmed(
+        first.config,
+        "ok" if ok else next(r.status for r in runs if r.status != "ok" or r.avg_jct_h is None),
+        mean([r.avg_jct_h for r in runs]),
+        mean([r.p90_jct_h for r in runs]),
+        mean([r.makespan_h for r in runs]),
+        {k: sum(r.utilisation.get(k, 0.0) for r in runs) / len(runs) for k in types},
+        sum(r.jobs_finished for r in runs),
+        len(runs),
+        max(averages) - min(averages) if ok else None,
     )
 
 
@@ -511,7 +539,7 @@ def _confirm_one(args: tuple) -> Confirmed:
 
 def simulate_all(
     configs: Sequence[Config],
-    jobs: Sequence[Job],
+    job_lists: Sequence[Sequence[Job]],
     table: ThroughputTable,
     catalogue: Catalogue,
     cluster: Cluster,
@@ -520,8 +548,9 @@ def simulate_all(
     workers: int = 1,
     on_confirmed: Callable[[int, Confirmed], None] | None = None,
 ) -> list[Confirmed]:
-    """Full simulations of `configs`, in `workers` processes, in the order given."""
-    tasks = [(jobs, table, catalogue, cluster, config, sim) for config in configs]
+    """Full simulations of `configs` on every job list (one per seed; their means), in `workers`
+    processes, in the order given. `on_confirmed` counts single simulations."""
+    tasks = [(jobs, table, catalogue, cluster, config, sim) for config in configs for jobs in job_lists]
     confirmed: list[Confirmed] = []
     if workers > 1 and len(tasks) > 1:
         import multiprocessing
@@ -537,7 +566,8 @@ def simulate_all(
             confirmed.append(_confirm_one(task))
             if on_confirmed is not None:
                 on_confirmed(len(confirmed), confirmed[-1])
-    return confirmed
+    k = len(job_lists)
+    return [combine(confirmed[i : i + k]) for i in range(0, len(confirmed), k)]
 
 
 def answer(
@@ -552,12 +582,14 @@ def answer(
     workers: int = 1,
     max_screened: int | None = None,
     seed: int = 0,
+    job_lists: Sequence[Sequence[Job]] | None = None,
     on_screened: Callable[[int, Screened], None] | None = None,
     on_confirmed: Callable[[int, Confirmed], None] | None = None,
 ) -> Answer:
     """Screen every configuration (more than `max_screened`: that many, sampled by a
     multi-objective search), simulate the `top` most promising and the current cluster (in
-    `workers` processes), and choose."""
+    `workers` processes) on every job list of `job_lists` (one per seed; default: `jobs`, which
+    the screen uses), and choose."""
     screen = Screen(jobs, table, catalogue, cluster, sim.policy)
     screened: list[Screened] = []
 
@@ -579,7 +611,8 @@ def answer(
     current = screened[0].config  # configurations() yields the current cluster first
     if current not in chosen and math.isfinite(screened[0].est_avg_jct_h):
         chosen.append(current)
-    confirmed = simulate_all(chosen, jobs, table, catalogue, cluster, sim, workers=workers, on_confirmed=on_confirmed)
+    lists = job_lists or [jobs]
+    confirmed = simulate_all(chosen, lists, table, catalogue, cluster, sim, workers=workers, on_confirmed=on_confirmed)
     done = [c for c in confirmed if c.status == "ok" and c.avg_jct_h is not None]
     points = [
         (by_config[c.config].cost if by_config[c.config].cost is not None else math.inf, c.avg_jct_h) for c in done
