@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -39,6 +40,7 @@ from planner.modes.capacity import (
 )
 from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.simulate import SimulationConfig
+from planner.modes.sweep_ray import connected
 from planner.rounds.engine import DEFAULT_ROUND_S
 
 CAPACITY_FORMAT = "rota.capacity/v1"
@@ -66,6 +68,12 @@ def capacity_command(
     round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", help="Round length in seconds."),
     top: int = typer.Option(10, "--top", help="How many of the best-screened configurations to simulate."),
     workers: int = typer.Option(0, "--workers", help="Processes for the simulations (0: one per core)."),
+    ray_address: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        help="Run the simulations as Ray tasks on the cluster at this address ('auto': RAY_ADDRESS or the one "
+        "on this machine); needs the ray extra.",
+    ),
     max_configs: int = typer.Option(
         DEFAULT_MAX_CONFIGS,
         "--max-configs",
@@ -126,40 +134,50 @@ def capacity_command(
             err.print(styled("[yellow]warning:[/] ") + one_line(cells.describe()), highlight=False, soft_wrap=True)
     sim = SimulationConfig(policy=policy, round_s=round_s)
     n_workers = workers or os.cpu_count() or 1
-    with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
-        screening = bar.add_task("screen", total=min(n, max_configs), best="")
-        simulating = bar.add_task("simulate", total=(top + 1) * seeds, best="")
+    with contextlib.ExitStack() as stack:  # a Ray connection, when asked for, lives as long as the search
+        ray = stack.enter_context(connected(ray_address)) if ray_address is not None else None
+        with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
+            screening = bar.add_task("screen", total=min(n, max_configs), best="")
+            simulating = bar.add_task("simulate", total=(top + 1) * seeds, best="")
 
-        def screened(done: int, s: Screened) -> None:
-            bar.update(screening, completed=done, best=f"screened {done:,}")
+            def screened(done: int, s: Screened) -> None:
+                bar.update(screening, completed=done, best=f"screened {done:,}")
 
-        def confirmed(done: int, c: Confirmed) -> None:
-            best = f"simulated {done}, last {c.avg_jct_h:.2f} h" if c.avg_jct_h is not None else f"simulated {done}"
-            bar.update(simulating, completed=done, best=best)
+            def confirmed(done: int, c: Confirmed) -> None:
+                best = f"simulated {done}, last {c.avg_jct_h:.2f} h" if c.avg_jct_h is not None else f"simulated {done}"
+                bar.update(simulating, completed=done, best=best)
 
-        result = answer(
-            job_list,
-            thr,
-            cat,
-            spec,
-            question,
-            sim,
-            top=top,
-            workers=n_workers,
-            max_screened=max_configs,
-            seed=search_seed,
-            job_lists=job_lists,
-            on_screened=screened,
-            on_confirmed=confirmed,
-        )
-    estimated = estimated_cells(thr, job_list, union_cluster(cat, spec).names)
-    sensitivity = None
-    if estimated:  # the answer rests on estimates: ask it again with each at the pessimistic end of its error
-        pessimistic_runs = simulate_all(
-            [c.config for c in result.confirmed], job_lists, pessimistic(thr), cat, spec, sim, workers=n_workers
-        )
-        pessimistic_pick = recommend(pessimistic_runs, _by_config(result), question)
-        sensitivity = Sensitivity(estimated, pessimistic_runs, *pessimistic_pick)
+            result = answer(
+                job_list,
+                thr,
+                cat,
+                spec,
+                question,
+                sim,
+                top=top,
+                workers=n_workers,
+                max_screened=max_configs,
+                seed=search_seed,
+                job_lists=job_lists,
+                ray=ray,
+                on_screened=screened,
+                on_confirmed=confirmed,
+            )
+        estimated = estimated_cells(thr, job_list, union_cluster(cat, spec).names)
+        sensitivity = None
+        if estimated:  # the answer rests on estimates: ask it again with each at the pessimistic end of its error
+            pessimistic_runs = simulate_all(
+                [c.config for c in result.confirmed],
+                job_lists,
+                pessimistic(thr),
+                cat,
+                spec,
+                sim,
+                workers=n_workers,
+                ray=ray,
+            )
+            pessimistic_pick = recommend(pessimistic_runs, _by_config(result), question)
+            sensitivity = Sensitivity(estimated, pessimistic_runs, *pessimistic_pick)
     document = capacity_document(
         result,
         cat,

@@ -17,10 +17,12 @@ recommendation is the cheapest confirmed configuration meeting the target within
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -537,6 +539,31 @@ def _confirm_one(args: tuple) -> Confirmed:
     return confirm(*args)
 
 
+def _confirm_on_ray(jobs_index: int, config: Config, shared: tuple) -> Confirmed:
+    """A Ray task: the inputs come once through the object store (see sweep_ray)."""
+    job_lists, table, catalogue, cluster, sim = shared
+    return confirm(job_lists[jobs_index], table, catalogue, cluster, config, sim)
+
+
+def _simulate_on_ray(ray: Any, configs: Sequence[Config], shared: tuple, n_lists: int, on_done) -> list[Confirmed]:
+    remote = ray.remote(num_cpus=1, max_retries=0)(_confirm_on_ray)
+    inputs = ray.put(shared)
+    refs = [remote.remote(k, config, inputs) for config in configs for k in range(n_lists)]
+    try:
+        pending, done = list(refs), 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            done += len(ready)
+            if on_done is not None:
+                on_done(done, ray.get(ready[0]))
+        return list(ray.get(refs))
+    except BaseException:
+        for ref in refs:
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
+
+
 def simulate_all(
     configs: Sequence[Config],
     job_lists: Sequence[Sequence[Job]],
@@ -546,13 +573,18 @@ def simulate_all(
     sim: SimulationConfig,
     *,
     workers: int = 1,
+    ray: Any = None,
     on_confirmed: Callable[[int, Confirmed], None] | None = None,
 ) -> list[Confirmed]:
     """Full simulations of `configs` on every job list (one per seed; their means), in `workers`
-    processes, in the order given. `on_confirmed` counts single simulations."""
+    processes or as one-CPU tasks of a connected Ray (`ray`), in the order given. `on_confirmed`
+    counts single simulations."""
     tasks = [(jobs, table, catalogue, cluster, config, sim) for config in configs for jobs in job_lists]
     confirmed: list[Confirmed] = []
-    if workers > 1 and len(tasks) > 1:
+    if ray is not None:
+        shared = (list(job_lists), table, catalogue, cluster, sim)
+        confirmed = _simulate_on_ray(ray, configs, shared, len(job_lists), on_confirmed)
+    elif workers > 1 and len(tasks) > 1:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -583,6 +615,7 @@ def answer(
     max_screened: int | None = None,
     seed: int = 0,
     job_lists: Sequence[Sequence[Job]] | None = None,
+    ray: Any = None,
     on_screened: Callable[[int, Screened], None] | None = None,
     on_confirmed: Callable[[int, Confirmed], None] | None = None,
 ) -> Answer:
@@ -612,7 +645,9 @@ def answer(
     if current not in chosen and math.isfinite(screened[0].est_avg_jct_h):
         chosen.append(current)
     lists = job_lists or [jobs]
-    confirmed = simulate_all(chosen, lists, table, catalogue, cluster, sim, workers=workers, on_confirmed=on_confirmed)
+    confirmed = simulate_all(
+        chosen, lists, table, catalogue, cluster, sim, workers=workers, ray=ray, on_confirmed=on_confirmed
+    )
     done = [c for c in confirmed if c.status == "ok" and c.avg_jct_h is not None]
     points = [
         (by_config[c.config].cost if by_config[c.config].cost is not None else math.inf, c.avg_jct_h) for c in done

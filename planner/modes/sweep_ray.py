@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from typing import Any
@@ -38,6 +39,7 @@ def connected(address: str) -> Iterator[Any]:
     if ray.is_initialized():
         yield ray
         return
+    _answers(address)
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -47,6 +49,18 @@ def connected(address: str) -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _answers(address: str, timeout_s: float = 10.0) -> None:
+    """HOST:PORT must accept a connection: ray.init retries an address nobody answers for minutes."""
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep or not port.isdigit():
+        return  # 'auto', a client URL or no port: Ray's own lookup
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise InputError(f"cannot connect to the Ray cluster at {address!r}: {reason}", field="--ray") from None
 
 
 def cluster_cpus(ray: Any) -> int:
