@@ -8,7 +8,10 @@ co-location factor in [0.45, 0.95] drawn from a seeded RNG. Every row says
 source=synthetic so no one mistakes it for a measurement; replace it with a
 table from `rota profile` (or `rota table import-gavel`) for real planning.
 
-Run: python data/make_synthetic_table.py [--out FILE]   (deterministic)
+Run: python data/make_synthetic_table.py [--out FILE] [--types a100,v100,t4]   (deterministic)
+
+`--types h100,a100,l4 --out data/examples/capacity/h100_lab/throughputs.csv` writes the table of
+the capacity example of newer GPUs (docs/capacity.md), from the same model.
 """
 
 from __future__ import annotations
@@ -43,15 +46,20 @@ SPEEDUP = {
     "a100": {"conv": 2.2, "attention": 3.1, "recurrent": 1.7, "memory": 1.4, "small": 1.1},
     "v100": {"conv": 1.0, "attention": 1.0, "recurrent": 1.0, "memory": 1.0, "small": 1.0},
     "t4": {"conv": 0.38, "attention": 0.30, "recurrent": 0.45, "memory": 0.70, "small": 0.85},
+    # newer types for the capacity example (same crude model: compute-bound families gain most)
+    "h100": {"conv": 3.6, "attention": 6.0, "recurrent": 2.6, "memory": 2.0, "small": 1.3},
+    "l4": {"conv": 0.85, "attention": 0.9, "recurrent": 0.8, "memory": 0.9, "small": 1.0},
 }
+DEFAULT_TYPES = ("a100", "v100", "t4")  # data/throughputs.csv
 SCALES = (1, 2, 4)
 
 
-def rows() -> list[dict]:
+def rows(types: tuple[str, ...] = DEFAULT_TYPES) -> list[dict]:
     rng = random.Random(20261203)
     out = []
     common = {"status": "ok", "source": "synthetic", "device_name": "synthetic model (not measured)"}
-    for worker, speed in SPEEDUP.items():
+    for worker in types:
+        speed = SPEEDUP[worker]
         for model, batch, base, family, dist in MODELS:
             for s in SCALES if dist else (1,):
                 rate = base * speed[family] * s * 0.9 ** (s.bit_length() - 1)
@@ -111,8 +119,13 @@ def main(argv: list[str] | None = None) -> None:
         default=Path(__file__).with_name("throughputs.csv"),
         help="where to write the table (default: data/throughputs.csv, the demo's table)",
     )
+    parser.add_argument("--types", default=",".join(DEFAULT_TYPES), help=f"worker types, of {', '.join(SPEEDUP)}")
     args = parser.parse_args(argv)
-    table = ThroughputTable.from_records(rows())
+    types = tuple(t.strip() for t in args.types.split(",") if t.strip())
+    unknown = [t for t in types if t not in SPEEDUP]
+    if unknown:
+        parser.error(f"unknown type(s) {', '.join(unknown)}; the model knows {', '.join(SPEEDUP)}")
+    table = ThroughputTable.from_records(rows(types))
     write_table(table, args.out)
     print(f"wrote {args.out}: {len(table)} rows")
 

@@ -138,7 +138,8 @@ def capacity_command(
         ray = stack.enter_context(connected(ray_address)) if ray_address is not None else None
         with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
             screening = bar.add_task("screen", total=min(n, max_configs), best="")
-            simulating = bar.add_task("simulate", total=(top + 1) * seeds, best="")
+            bisecting = top if question.target is not None else 0  # the target's search along the front
+            simulating = bar.add_task("simulate", total=(top + 1 + bisecting) * seeds, best="")
 
             def screened(done: int, s: Screened) -> None:
                 bar.update(screening, completed=done, best=f"screened {done:,}")

@@ -483,6 +483,35 @@ def recommend(
     return best, f"the cheapest within {100 * JCT_TIE:.0f} % of the lowest average JCT{within}"
 
 
+def screen_front(screened: Sequence[Screened]) -> list[Config]:
+    """The screen's own Pareto front of cost against estimated average JCT, cheapest first."""
+    runnable = [s for s in screened if math.isfinite(s.est_avg_jct_h)]
+    points = [(s.cost if s.cost is not None else math.inf, s.est_avg_jct_h) for s in runnable]
+    return [runnable[i].config for i in pareto(points)]
+
+
+def spread(n: int, k: int) -> list[int]:
+    """k indices spread evenly over range(n), both ends included (all of them when n <= k)."""
+    if n <= k:
+        return list(range(n))
+    if k <= 1:
+        return [n - 1]
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
+
+
+def _between(front: list[Config], simulated: dict[Config, Confirmed], target: Target) -> Config | None:
+    """The front configuration halfway between the cheapest one simulated to meet the target and
+    the dearest cheaper one simulated to miss it, when one lies between them unsimulated."""
+    ran = [i for i, config in enumerate(front) if config in simulated]
+    hits = [i for i in ran if target.met(simulated[front[i]].measures())]
+    if not hits:
+        return None
+    misses = [i for i in ran if i < hits[0]]
+    low = misses[-1] if misses else -1
+    gap = [i for i in range(low + 1, hits[0]) if front[i] not in simulated]
+    return front[gap[len(gap) // 2]] if gap else None
+
+
 def top_screened(screened: Iterable[Screened], k: int) -> list[Screened]:
     """The k most promising by the screen's estimated average JCT, then cost (runnable ones only)."""
     runnable = [s for s in screened if math.isfinite(s.est_avg_jct_h)]
@@ -640,14 +669,29 @@ def answer(
         for config in configurations(catalogue, cluster, question):
             screened_one(config)
     by_config = {s.config: s for s in screened}
-    chosen = [s.config for s in top_screened(screened, top)]
+    front_by_cost = screen_front(screened)
+    target = question.target
+    if target is None:
+        chosen = [s.config for s in top_screened(screened, top)]
+    else:  # the cheapest way to a target lies along the front, anywhere in its cost range
+        chosen = [front_by_cost[i] for i in spread(len(front_by_cost), top)]
     current = screened[0].config  # configurations() yields the current cluster first
     if current not in chosen and math.isfinite(screened[0].est_avg_jct_h):
         chosen.append(current)
     lists = job_lists or [jobs]
-    confirmed = simulate_all(
-        chosen, lists, table, catalogue, cluster, sim, workers=workers, ray=ray, on_confirmed=on_confirmed
-    )
+
+    def simulate(configs: list[Config]) -> list[Confirmed]:
+        return simulate_all(
+            configs, lists, table, catalogue, cluster, sim, workers=workers, ray=ray, on_confirmed=on_confirmed
+        )
+
+    confirmed = simulate(chosen)
+    if target is not None:  # bisect along the front between the dearest miss and the cheapest hit
+        for _ in range(top):
+            between = _between(front_by_cost, {c.config: c for c in confirmed}, target)
+            if between is None:
+                break
+            confirmed += simulate([between])
     done = [c for c in confirmed if c.status == "ok" and c.avg_jct_h is not None]
     points = [
         (by_config[c.config].cost if by_config[c.config].cost is not None else math.inf, c.avg_jct_h) for c in done
