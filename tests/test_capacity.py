@@ -8,6 +8,7 @@ of them; the screen's ranking is compared with the simulations' (Spearman rank c
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -310,3 +311,23 @@ def test_generated_job_lists_are_simulated_per_seed_with_their_spread(tmp_path):
     assert both.exit_code == 2 and "give either --jobs or --num-jobs" in both.output
     seeds = runner.invoke(app, [*args, "--seeds", "2"])
     assert seeds.exit_code == 2 and "--seeds needs --num-jobs" in seeds.output
+
+
+def test_a_target_is_met_as_cheaply_as_brute_force_finds(lab, brute_force):
+    table, cluster, catalogue, jobs = lab
+    question, screened, simulated = brute_force
+    jcts = sorted(c.avg_jct_h for c in simulated.values())
+    for limit in (jcts[len(jcts) // 2], jcts[1] * 1.0001):
+        target = parse_target(f"avg_jct_h<={limit}")
+        meeting = [c for c in simulated if simulated[c].avg_jct_h <= limit]
+        cheapest = min(screened[c].cost for c in meeting)
+        asked = replace(question, target=target)
+        result = answer(jobs, table, catalogue, cluster, asked, SIM, top=2)  # too few to simulate them all
+        assert result.recommended is not None and result.why == f"the cheapest that meets {target}"
+        assert screened[result.recommended.config].cost == cheapest, (limit, result.recommended.config)
+
+
+def test_spread_picks_both_ends_and_evenly_between():
+    from planner.modes.capacity import spread
+
+    assert spread(10, 4) == [0, 3, 6, 9] and spread(3, 5) == [0, 1, 2] and spread(7, 1) == [6]
