@@ -144,8 +144,12 @@ def capacity_command(
             def screened(done: int, s: Screened) -> None:
                 bar.update(screening, completed=done, best=f"screened {done:,}")
 
+            lowest: list[float] = []
+
             def confirmed(done: int, c: Confirmed) -> None:
-                best = f"simulated {done}, last {c.avg_jct_h:.2f} h" if c.avg_jct_h is not None else f"simulated {done}"
+                if c.avg_jct_h is not None:
+                    lowest[:] = [min([*lowest, c.avg_jct_h])]
+                best = f"simulated {done}" + (f", best so far {lowest[0]:.2f} h" if lowest else "")
                 bar.update(simulating, completed=done, best=best)
 
             result = answer(
@@ -242,6 +246,12 @@ def _job_lists(jobs, thr, union, num_jobs, rate, multi_gpu, seeds) -> list[list]
     return lists
 
 
+def _utilisation(shares: dict[str, float]) -> str:
+    """'34: a100 40, l4 20': all GPUs, then per worker type (percent of the run)."""
+    per_type = ", ".join(f"{w} {100 * u:.0f}" for w, u in shares.items() if w != "all")
+    return f"{100 * shares.get('all', 0.0):.0f}" + (f": {per_type}" if per_type else "")
+
+
 def _sampled(result: Answer) -> str:
     if result.sampled_from is None:
         return ""
@@ -267,7 +277,7 @@ def _print(
 ) -> None:
     screened = {s.config: s for s in result.screened}
     rows = Table(title="Pareto-optimal configurations (simulated)", title_justify="left")
-    columns = ["configuration", "cost", "power kW", "avg JCT h", "p90 JCT h", "makespan h", "util", "screen h"]
+    columns = ["configuration", "cost", "power kW", "avg JCT h", "p90 JCT h", "makespan h", "util %", "screen h"]
     runs = max((c.runs for c in result.confirmed), default=1)
     if runs > 1:
         columns.insert(4, "± seeds")  # max - min of the seeds' average JCTs
@@ -288,7 +298,7 @@ def _print(
             *([_hours(c.avg_jct_spread_h)] if runs > 1 else []),
             _hours(c.p90_jct_h),
             _hours(c.makespan_h),
-            f"{100 * c.utilisation.get('all', 0.0):.0f} %",
+            _utilisation(c.utilisation),
             _hours(s.est_avg_jct_h),
             *([] if sensitivity is None else [_hours(sensitivity.avg_jct_h(c.config))]),
         )
