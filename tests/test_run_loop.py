@@ -15,6 +15,7 @@ from conftest import DATA
 from planner.errors import InputError
 from planner.export.common import progress_file_name
 from planner.formats.cluster import read_cluster
+from planner.formats.table import read_table
 from planner.launch.adapter import ClusterState, JobResult, JobState, NodeState, RoundResult
 from planner.launch.events import EventLog
 from planner.launch.failures import count_failures, round_fault
@@ -396,3 +397,20 @@ def test_rows_added_to_the_job_list_while_the_loop_runs_are_new_jobs(tmp_path):
     assert [e["job_ids"] for e in events if e["event"] == "jobs_added"] == [["late"]]
     assert _status(tmp_path) == {"a": "finished", "late": "finished"}
     assert any("late" in s["jobs"] for s in fake.rounds)
+
+
+def test_a_job_type_missing_a_row_is_said_once_per_run(tmp_path):
+    rows = (DATA / "throughputs.csv").read_text().splitlines()
+    gappy = tmp_path / "gappy.csv"
+
+    def lm20_on_t4(row: str) -> bool:  # its solo row and the pairs that name it
+        cells = row.split(",")
+        return cells[0] == "t4" and ("LM", "20") in ((cells[1], cells[2]), (cells[4], cells[5]))
+
+    gappy.write_text("\n".join(r for r in rows if not lm20_on_t4(r)) + "\n")
+    loop, _ = _loop(tmp_path, {}, {"a": ("ResNet-18,64,1", 60000), "b": ("LM,20,1", 60000)})
+    loop.table = read_table(gappy)  # as if the run were started on the gappy table
+    assert loop.run().status == 0
+    said = [e["text"] for e in _events(tmp_path) if e["event"] == "warning" and "has no t4 row" in e.get("text", "")]
+    assert len(said) == 1 and said[0].startswith("LM (batch size 20) (1 job) has no t4 row"), said
+    assert len([e for e in _events(tmp_path) if e["event"] == "round_start"]) > 1  # several rounds, one warning

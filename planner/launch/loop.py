@@ -28,6 +28,7 @@ from planner.errors import InputError
 from planner.export.common import ExportContext, round_dir
 from planner.formats.atomic import write_text_atomic, write_together
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows
+from planner.formats.coverage import missing_cells
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.progress import JobProgress, Progress
 from planner.formats.state import LaunchEntry, StateDocument
@@ -210,6 +211,7 @@ class RunLoop:
         self.usable: Cluster | None = None  # the cluster as planned on last (usable nodes only)
         self.launch_errors = 0  # rounds in a row in which the launcher ran no job, with an error
         self.restart_noted = False  # the "restart cost unknown" note is said once per run
+        self.gaps_said: set = set()  # job types whose missing table rows were said (once per run each)
 
     # ------------------------------------------------------------------ set-up
 
@@ -306,6 +308,7 @@ class RunLoop:
         self.entry.unusable = unusable
         self.usable = usable_cluster(self.cluster, state)
         self._reread_jobs()
+        self._say_missing_cells()
         progress, give_up = self._fold()
         inputs = {"table": self.config.table, "cluster": self.config.cluster}
         if self.config.jobs is not None:
@@ -364,6 +367,16 @@ class RunLoop:
         )
         self.overhead = {"plan_s": time.perf_counter() - began}
         return bool(rounds)
+
+    def _say_missing_cells(self) -> None:
+        """A job type with no table row on a worker type it would fit never runs there: say so
+        once per job type in the run (as rota plan does), not silently."""
+        if self.jobs is None:
+            return
+        for cells in missing_cells(self.table, self.jobs, self.cluster):
+            if cells.job_type not in self.gaps_said:
+                self.gaps_said.add(cells.job_type)
+                self.events.emit("warning", text=cells.describe())
 
     def _reread_jobs(self) -> None:
         """New rows in the job list are new jobs: the list is read again when it changed, so a
