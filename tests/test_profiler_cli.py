@@ -169,6 +169,9 @@ def test_ctrl_c_stops_cleanly_with_the_table_intact(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # its own process group, which gets the Ctrl-C as from a terminal
+        # Python turns SIGINT into KeyboardInterrupt only if it was not ignored when it started, and an
+        # ignored SIGINT is inherited (a background job of a script has it): the command gets the default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
     # Interrupt once the first row is in (written atomically: there means complete). No deadline
     # decides when: HUNG_S only fails a hung run instead of blocking the suite.
