@@ -24,7 +24,7 @@ from planner.estimate.completion import (
     estimate_table,
     missing_solo_rows,
 )
-from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows, is_estimate
+from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS, exported_rows
 from planner.estimate.restart_learnt import RESTART_CSV_COLUMNS, restart_rows
 from planner.formats.atomic import write_text_atomic
 from planner.formats.files import same_file
@@ -38,6 +38,7 @@ from planner.formats.table import (
     JobType,
     TableRow,
     ThroughputTable,
+    is_estimate,
     merge_tables,
     read_table,
     row_key,

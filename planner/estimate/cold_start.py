@@ -46,7 +46,7 @@ import numpy as np
 
 from planner.errors import InputError
 from planner.estimate.completion import als_fit
-from planner.formats.table import RUNNABLE_STATUSES, JobType, ThroughputTable
+from planner.formats.table import RUNNABLE_STATUSES, JobType, ThroughputTable, is_estimate
 
 METHOD = "log-speed"
 DEFAULT_SOLO_RANK = 1
@@ -80,10 +80,6 @@ class SoloMatrix:
         return ~np.isnan(self.logs)
 
 
-def _is_estimate(row: Mapping) -> bool:
-    return row["status"] == "estimated" or row["source"] == "estimated"
-
-
 def build_solo_matrix(table: ThroughputTable, worker_types: Iterable[str] = ()) -> SoloMatrix:
     """The solo matrix over the table's job families and (worker type, scale
     factor) cells; ``worker_types`` adds columns for types the table lacks."""
@@ -97,7 +93,7 @@ def build_solo_matrix(table: ThroughputTable, worker_types: Iterable[str] = ()) 
     shape = (len(families), len(cells))
     logs, failed, present = np.full(shape, np.nan), np.zeros(shape, bool), np.zeros(shape, bool)
     for r in solo_rows:
-        if _is_estimate(r):
+        if is_estimate(r):
             continue
         i, j = row_of[(r["model"], r["batch_size"])], col_of[(r["worker_type"], r["scale_factor"])]
         present[i, j] = True
@@ -349,7 +345,7 @@ def provenance(how: str, n_cells: int, band: float) -> str:
 
 def require_worker_types(table: ThroughputTable, worker_types: Iterable[str]) -> None:
     """Every named worker type needs at least one measured solo row."""
-    measured = {r["worker_type"] for r in table.rows if r["partner_model"] is None and not _is_estimate(r)}
+    measured = {r["worker_type"] for r in table.rows if r["partner_model"] is None and not is_estimate(r)}
     missing = [w for w in worker_types if w not in measured]
     if missing:
         raise InputError(

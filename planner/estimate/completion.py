@@ -49,14 +49,21 @@ Pure numpy; no torch, no solver.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
 from planner.errors import InputError
-from planner.formats.table import COLUMNS, RUNNABLE_STATUSES, JobType, TableRow, ThroughputTable, row_key
+from planner.formats.table import (
+    COLUMNS,
+    RUNNABLE_STATUSES,
+    JobType,
+    TableRow,
+    ThroughputTable,
+    is_estimate,
+    row_key,
+)
 
 METHOD = "als"
 MAX_RANK = 100  # --rank: the factors are (job types + partners) x rank; more fits noise
@@ -132,10 +139,6 @@ class FactorMatrix:
         return f"{self.job_types[i].label} with {b.label} on {w}"
 
 
-def _is_estimate(row: Mapping[str, Any]) -> bool:
-    return row["status"] == "estimated" or row["source"] == "estimated"
-
-
 def build_factor_matrices(table: ThroughputTable, zeros: str = "exclude") -> list[FactorMatrix]:
     """One factor matrix per scale factor that has job types, in scale-factor order."""
     if zeros not in ZERO_MODES:
@@ -163,7 +166,7 @@ def build_factor_matrices(table: ThroughputTable, zeros: str = "exclude") -> lis
                 if own <= 0:
                     continue  # a cannot run alone on w: no pair to estimate
                 pair = pair_rows.get((w, a, b))
-                if pair is None or _is_estimate(pair):
+                if pair is None or is_estimate(pair):
                     wanted[i, j] = True
                 elif pair["status"] in RUNNABLE_STATUSES:
                     values[i, j] = pair["throughput"] / own

@@ -32,7 +32,15 @@ import numpy as np
 
 from planner.formats.progress import JobProgress
 from planner.formats.state import CellKey, ObservedEntry, WindowEntry
-from planner.formats.table import COLUMNS, RUNNABLE_STATUSES, TableRow, ThroughputTable, model_label, row_key
+from planner.formats.table import (
+    COLUMNS,
+    RUNNABLE_STATUSES,
+    TableRow,
+    ThroughputTable,
+    is_estimate,
+    model_label,
+    row_key,
+)
 
 DEFAULT_MIN_OBSERVATIONS = 3  # reports a cell needs before its median is used
 IMPOSSIBLE_FACTOR = 3.0  # a rate above this many times the table's fastest for the job type is rejected
@@ -77,10 +85,6 @@ def describe(cell: CellKey) -> str:
 
 
 # --------------------------------------------------------------------------- observing
-
-
-def is_estimate(row: Mapping[str, object]) -> bool:
-    return row["status"] == "estimated" or row["source"] == "estimated"
 
 
 def is_replaceable(row: Mapping[str, object]) -> bool:

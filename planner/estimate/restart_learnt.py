@@ -34,10 +34,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from planner.estimate.observed import CellStats, is_estimate, stats
+from planner.estimate.observed import CellStats, stats
 from planner.formats.progress import JobProgress
 from planner.formats.state import CellKey, RestartKey, WindowEntry
-from planner.formats.table import RUNNABLE_STATUSES, JobType, ThroughputTable, model_label, row_key
+from planner.formats.table import RUNNABLE_STATUSES, JobType, ThroughputTable, is_estimate, model_label, row_key
 
 KEEP = 50  # latest overheads kept per job type and worker type
 MIN_SECONDS = 1e-9

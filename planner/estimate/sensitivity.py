@@ -12,9 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from planner.estimate.cold_start import ESTIMATE_BAND
-from planner.estimate.observed import is_estimate
 from planner.formats.jobs import Job
-from planner.formats.table import TableRow, ThroughputTable
+from planner.formats.table import TableRow, ThroughputTable, is_estimate
 
 UNKNOWN_BAND = 0.25  # an estimate that does not say its error is taken as 25 % off at worst
 

@@ -223,6 +223,11 @@ def _parse_row(raw: Mapping[str, Any], *, path: object, row: int) -> TableRow:
     )
 
 
+def is_estimate(row: Mapping[str, Any]) -> bool:
+    """A row that `rota table estimate` (or an import of estimates) wrote, not a measurement."""
+    return row["status"] == "estimated" or row["source"] == "estimated"
+
+
 def row_key(r: Mapping[str, Any]) -> tuple:
     """The key columns (KEY_COLUMNS): a table has one row per key."""
     return (
