@@ -12,7 +12,14 @@ from rich.table import Table
 
 from planner.cli.common import check_method, out, progress_bar, styled
 from planner.cli.round_length import AUTO, parse_round_length, round_length_option
-from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, seed_option
+from planner.cli.simulate import (
+    INCOMPLETE_EXIT,
+    MAX_ACTIVE_OPTION,
+    MAX_HOURS_OPTION,
+    MIGRATION_AWARE_OPTION,
+    RESTART_COST_OPTION,
+    seed_option,
+)
 from planner.errors import InputError
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
@@ -41,6 +48,8 @@ def compare_command(
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's quirks (see 'rota simulate --help')."),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
+    max_active: Optional[int] = MAX_ACTIVE_OPTION,
+    max_hours: Optional[float] = MAX_HOURS_OPTION,
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the comparison (.png or .svg)."),
     out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the comparison as JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of tables."),
@@ -49,7 +58,9 @@ def compare_command(
 
     Prints average / p50 / p90 JCT, makespan, utilisation, restarts, goodput and GPU cost per
     policy, how much faster each heterogeneity-aware policy is than its agnostic version, and
-    which policy to use with the reason.
+    which policy to use with the reason. A policy whose run ended early (saturated, --max-hours)
+    is marked with why, how many jobs finished and a lower bound on its average JCT, and is never
+    recommended; when no policy finishes, the command exits with status 3.
 
     Example: rota compare --jobs data/jobs.csv --cluster data/cluster.yaml --table data/throughputs.csv
 
@@ -77,6 +88,8 @@ def compare_command(
             gavel_compat=gavel_compat,
             restart_cost_s=restart_cost,
             migration_aware=migration_aware,
+            max_active_jobs=max_active,
+            max_time_s=None if max_hours is None else max_hours * 3600.0,
             on_policy=lambda o, done, total: bar.update(task, completed=done, last=o.policy),
         )
     title = f"{len(job_list)} jobs from {jobs.name} on {_cluster_text(spec)}"
@@ -86,11 +99,13 @@ def compare_command(
         plot_comparison(result, plot, title=title)
     if as_json:
         out.print_json(json.dumps(result.to_json()))
-        return
-    _print(result, title)
-    for path in (out_path, plot):
-        if path is not None:
-            out.print(f"wrote {path}")
+    else:
+        _print(result, title)
+        for path in (out_path, plot):
+            if path is not None:
+                out.print(f"wrote {path}")
+    if not any(o.status == "ok" for o in result.outcomes):
+        raise typer.Exit(INCOMPLETE_EXIT)
 
 
 MAX_POLICIES = 100  # --policies: each is one whole simulation of the job list
@@ -139,7 +154,8 @@ def _print(result: Comparison, title: str) -> None:
     for o in result.outcomes:
         name = styled("[bold]{}*[/]", o.policy) if o.policy == result.recommended else o.policy
         if o.status != "ok":
-            grid.add_row(name, styled("[red]{}[/]", o.status))
+            bound = "" if o.jct_lower_bound_s is None else f">= {_hours(o.jct_lower_bound_s)}"
+            grid.add_row(name, bound, styled("[red]{}[/]", o.status))
             continue
         cells = [_hours(o.jct_mean_s), *([] if charged else [_hours(o.jct_p50_s)])]
         cells += [_hours(o.jct_p90_s), _hours(o.makespan_s)]
@@ -159,8 +175,16 @@ def _print_findings(result: Comparison) -> None:
     """What follows the table: why policies could not run, the heterogeneity ratios, the round
     lengths, the restart note and the recommendation."""
     for o in result.outcomes:
-        if o.status != "ok" and o.reason:
+        if o.status == "cannot run" and o.reason:
             out.print(f"{o.policy}: {o.reason}", highlight=False, soft_wrap=True)
+        elif o.status != "ok":
+            bound = "" if o.jct_lower_bound_s is None else f"; average JCT at least {_hours(o.jct_lower_bound_s)} h"
+            out.print(
+                f"{o.policy}: incomplete, {o.status}: {o.reason}; {o.jobs_finished} of {result.n_jobs} jobs "
+                f"finished{bound} (not a result)",
+                highlight=False,
+                soft_wrap=True,
+            )
     agnostic_of = {aware: agnostic for agnostic, aware in AWARE_VERSION.items()}
     for aware, ratio in result.ratios.items():
         change = f"{ratio:.2f}x lower" if ratio >= 1 else f"{1 / ratio:.2f}x higher"

@@ -43,6 +43,9 @@ from planner.modes.sweep import write_job_csv
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
+INCOMPLETE_EXIT = 3  # the run ended before its jobs were done: its summary is written, but is no answer
+INTERRUPTED_EXIT = 130  # Ctrl-C, as a shell reports it
+
 
 def finite(value: float | None) -> float | None:
     """Typer callback for float options: NaN and infinity are refused (a range check lets NaN pass)."""
@@ -66,6 +69,23 @@ RESTART_COST_OPTION = typer.Option(
     help="Seconds every (re)start of a job on new GPUs costs, overriding the table's "
     "startup/checkpoint columns and the cluster's restart_s (default: those, else 0).",
 )
+# Shared with `rota compare`.
+MAX_ACTIVE_OPTION = typer.Option(
+    None,
+    "--max-active",
+    min=1,
+    max=MAX_JOBS,
+    help="Call the load saturated beyond this many jobs in the system (default 10 per GPU, at least 200).",
+)
+MAX_HOURS_OPTION = typer.Option(
+    None,
+    "--max-hours",
+    min=0.0,
+    max=MAX_DURATION_H,
+    callback=finite,
+    help="Stop after this much simulated time; an unfinished run is then reported as incomplete.",
+)
+
 MIGRATION_AWARE_OPTION = typer.Option(
     False,
     "--migration-aware",
@@ -220,19 +240,18 @@ def simulate_command(
     with_rho: bool = typer.Option(
         False, "--rho", help="Also run 'isolated' on the same trace for rho = JCT / JCT_isolated."
     ),
-    max_active: Optional[int] = typer.Option(
-        None,
-        "--max-active",
-        min=1,
-        max=MAX_JOBS,
-        help="Call the load saturated beyond this many jobs in the system (default 10 per GPU, at least 200).",
-    ),
+    max_active: Optional[int] = MAX_ACTIVE_OPTION,
+    max_hours: Optional[float] = MAX_HOURS_OPTION,
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
     out_dir: Path = typer.Option(Path("out/simulation"), "--out", "-o", help="Folder for jobs.csv and summary.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON instead of tables."),
 ):
     """Simulate a policy on a trace: replay a file or generate jobs on the fly (Gavel's simulator).
+
+    A run that ends before its jobs are done (saturated, --max-hours, Ctrl-C) is incomplete:
+    it reports how many jobs finished and a lower bound on the average JCT, never an average
+    JCT, and exits with status 3 (130 on Ctrl-C) after writing its summary.
 
     Example: rota simulate --table simulation_throughputs.json --cluster 36:36:36
     --policy max_min_fairness_perf --rate 2.4 --window 4000:5000 --gavel-compat --out sim/
@@ -285,9 +304,12 @@ def simulate_command(
         solver_method=method,
         aggregate=not no_aggregate,
         max_active_jobs=max_active,
+        max_time_s=None if max_hours is None else max_hours * 3600.0,
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
     )
+    if trace_jobs is not None and not as_json:
+        warn_overload(workload(), thr, spec)
     auto = None
     if round_choice == AUTO:
         auto = choose_for_simulation(thr, spec, workload(), config, decision_table=decide)
@@ -300,19 +322,28 @@ def simulate_command(
         ref = _run_with_progress(thr, spec, workload(), iso, "isolated (rho reference)", quiet=as_json)
         reference = {r["job_id"]: r["jct_s"] for r in ref.jobs if r["jct_s"] is not None}
     result = _run_with_progress(
-        thr, spec, workload(), config, policy, quiet=as_json, reference=reference, decision_table=decide
+        thr, spec, workload(), config, policy, quiet=as_json, reference=reference, decision_table=decide, stop=True
     )
+    _report(result, summary_inputs(table, cluster, trace, decision_table), missing, auto, policy, out_dir, as_json)
 
+
+def summary_inputs(table, cluster, trace, decision_table) -> dict:
+    return {
+        "table": str(table),
+        "cluster": cluster,
+        "trace": None if trace is None else str(trace),
+        "decision_table": None if decision_table is None else str(decision_table),
+    }
+
+
+def _report(result, inputs: dict, missing, auto, policy: str, out_dir: Path, as_json: bool) -> None:
+    """Write jobs.csv and summary.json, print the summary; an incomplete run exits non-zero."""
     summary = {
         "format": "rota.simulation/v1",
         "status": result.status,
+        "complete": result.status == "ok",
         "reason": result.reason,
-        "inputs": {
-            "table": str(table),
-            "cluster": cluster,
-            "trace": None if trace is None else str(trace),
-            "decision_table": None if decision_table is None else str(decision_table),
-        },
+        "inputs": inputs,
         "config": result.config,
         "workload": result.workload,
         "metrics": result.metrics,
@@ -324,23 +355,46 @@ def simulate_command(
     write_text_atomic(out_dir / "summary.json", json.dumps(summary, indent=1, default=str) + "\n")
     if as_json:
         out.print_json(json.dumps(summary, default=str))
-        return
-    _print_summary(result, policy, out_dir)
+    else:
+        _print_summary(result, policy, out_dir)
+    if result.status != "ok":
+        raise typer.Exit(INTERRUPTED_EXIT if result.status == "interrupted" else INCOMPLETE_EXIT)
 
 
-def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None):
+def warn_overload(workload: Workload, thr, spec) -> None:
+    """Say so when a replayed trace offers more work than the cluster serves while it arrives."""
+    load = workload.offered_load(thr, spec)
+    if load >= 1.0:
+        err.print(
+            styled("[yellow]warning:[/] ")
+            + f"the trace offers {load:.2f} of the cluster's GPU time while its jobs arrive (>= 1): "
+            "jobs back up, and the run may saturate (--max-active)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _run_with_progress(thr, spec, workload, config, label, *, quiet, reference=None, decision_table=None, stop=False):
     with progress_bar(
         f"[bold]{escape(label)}[/]",
-        "window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active",
+        "window jobs done, {task.fields[sim_h]:.0f} h simulated, {task.fields[active]} active, "
+        "{task.fields[rounds]} rounds",
         hidden=quiet,
     ) as bar:
-        task = bar.add_task("simulate", total=None, sim_h=0.0, active=0)
+        task = bar.add_task("simulate", total=None, sim_h=0.0, active=0, rounds=0)
 
-        def progress(now, done, total, active):
-            bar.update(task, completed=done, total=total or None, sim_h=now / 3600, active=active)
+        def progress(now, done, total, active, rounds):
+            bar.update(task, completed=done, total=total or None, sim_h=now / 3600, active=active, rounds=rounds)
 
         return run_simulation(
-            thr, spec, workload, config, progress=progress, reference_jct=reference, decision_table=decision_table
+            thr,
+            spec,
+            workload,
+            config,
+            progress=progress,
+            reference_jct=reference,
+            decision_table=decision_table,
+            stop_on_interrupt=stop,
         )
 
 
@@ -349,21 +403,31 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
     if result.status == "ok":
         status = styled("[green]ok[/]")
     else:
-        status = styled("[bold red]{}[/]: {}", result.status, result.reason)
-    if "jct_s" not in m:  # saturated before running
+        status = styled("[bold red]incomplete, {}[/]: {}", result.status, result.reason)
+    if "window" not in m or m["window"] is None or "makespan_s" not in m:  # saturated before running
         out.print(styled("policy [bold]{}[/]: ", policy) + status)
         out.print(f"wrote {out_dir / 'summary.json'}")
         return
-    jct = m["jct_s"]
     start, end = m["window"]
     measured = f"; jobs {start}-{end - 1} measured, {m['window_finished']} finished"
     out.print(styled("policy [bold]{}[/]: ", policy) + status + measured)
-    grid = Table(title="results")
+    grid = Table(title="results" if result.status == "ok" else "results of an incomplete run (not the answer)")
     grid.add_column("metric")
     grid.add_column("value", justify="right")
-    grid.add_row("average JCT", f"{hours(jct['mean'])} h")
-    grid.add_row("p50 / p90 / p99 JCT", f"{hours(jct['p50'])} / {hours(jct['p90'])} / {hours(jct['p99'])} h")
+    if "jct_s" in m:
+        jct = m["jct_s"]
+        grid.add_row("average JCT", f"{hours(jct['mean'])} h")
+        grid.add_row("p50 / p90 / p99 JCT", f"{hours(jct['p50'])} / {hours(jct['p90'])} / {hours(jct['p99'])} h")
+    else:
+        cens = m["censored_jct"]
+        bound = cens["mean_lower_bound_s"]
+        grid.add_row("jobs finished", f"{cens['finished']} of {cens['window_jobs']}")
+        grid.add_row("average JCT, lower bound", "-" if bound is None else f">= {hours(bound)} h")
+        done = cens["finished_only_s"]["mean"]
+        grid.add_row("finished jobs only (biased low)", "-" if done is None else f"{hours(done)} h")
     grid.add_row("makespan (end of simulation)", f"{hours(m['makespan_s'])} h")
+    if m.get("idle_after_finish_gpu_s"):
+        grid.add_row("idle after mid-round finish", f"{hours(m['idle_after_finish_gpu_s'])} GPU-h")
     for w, u in m["utilisation"].items():
         grid.add_row(f"utilisation {w}", f"{u * 100:.1f} %")
     rate = m["lease_extension_rate"]

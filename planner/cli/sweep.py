@@ -171,6 +171,7 @@ def sweep_command(
     grid = Table(
         title=f"sweep {out_dir}",
         caption="average and p99 JCT, makespan: hours; "
+        + (">=: an incomplete point's lower bound, not a result; " if any(r["jct_lower_bound_h"] for r in rows) else "")
         + ("good: goodput (GPU time not lost to restarts); " if restarts else "")
         + "wall time per point: summary.csv",
         box=box.SIMPLE_HEAD,
@@ -193,7 +194,7 @@ def sweep_command(
             load,
             str(r["seed"]),
             r["status"],
-            _number(r["avg_jct_h"], ".3g"),
+            _number(r["avg_jct_h"], ".3g") if r["jct_lower_bound_h"] is None else f">={r['jct_lower_bound_h']:.3g}",
             _number(r["p99_jct_h"], ".3g"),
             _number(r["makespan_h"], ".3g"),
             _number(r["utilisation"], ".2f"),

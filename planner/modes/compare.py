@@ -50,8 +50,10 @@ AWARE_VERSION = {
 @dataclass
 class PolicyOutcome:
     policy: str
-    status: str  # "ok", "saturated", or "cannot run"
+    status: str  # "ok", "cannot run", or why the run ended early: "saturated", "time_limit"
     reason: str | None = None
+    # an incomplete run: a lower bound on the average JCT (planner/modes/simulate.py censored_jct)
+    jct_lower_bound_s: float | None = None
     jct_mean_s: float | None = None
     jct_p50_s: float | None = None
     jct_p90_s: float | None = None
@@ -128,8 +130,15 @@ def run_policy(table: ThroughputTable, cluster: Cluster, jobs: list[Job], config
     except (InputError, SolverError) as exc:  # e.g. AlloX refuses multi-GPU jobs
         return PolicyOutcome(config.policy, "cannot run", str(exc))
     m = result.metrics
-    if "jct_s" not in m:
-        return PolicyOutcome(config.policy, result.status, result.reason)
+    if "jct_s" not in m:  # ended early (or never started): no JCT is the answer
+        censored = m.get("censored_jct") or {}
+        return PolicyOutcome(
+            config.policy,
+            result.status,
+            result.reason,
+            jct_lower_bound_s=censored.get("mean_lower_bound_s"),
+            jobs_finished=int(m.get("jobs_finished") or 0),
+        )
     return PolicyOutcome(
         policy=config.policy,
         status=result.status,
@@ -200,6 +209,8 @@ def compare_policies(
     restart_cost_s: float | None = None,
     migration_aware: bool = False,
     round_auto: bool = False,
+    max_active_jobs: int | None = None,
+    max_time_s: float | None = None,
     on_policy: Callable[[PolicyOutcome, int, int], None] | None = None,
 ) -> Comparison:
     """Simulate `jobs` under each policy; `on_policy(outcome, done, total)` reports progress.
@@ -225,6 +236,8 @@ def compare_policies(
             solver_method=method,
             restart_cost_s=counted,
             migration_aware=migration_aware,
+            max_active_jobs=max_active_jobs,
+            max_time_s=max_time_s,
         )
         if round_auto:
             config = replace(

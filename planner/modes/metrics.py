@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -96,6 +96,36 @@ class LeaseCounter:
     @property
     def rate(self) -> float | None:
         return None if self.opportunities == 0 else self.extensions / self.opportunities
+
+
+@dataclass
+class GpuUsage:
+    """GPU-seconds each job held, and GPU-seconds that idled after a job finished mid-round.
+
+    A placement holds its GPUs until its last member finishes, or to the round's end when a
+    member runs on; its time is shared equally by its members. A placement whose members all
+    finish before the round ends leaves its GPUs idle for the rest of the round (the mechanism
+    starts no job mid-round): `idle_after_finish_gpu_s` counts that.
+    """
+
+    job_gpu_s: dict[str, float] = field(default_factory=dict)
+    idle_after_finish_gpu_s: float = 0.0
+
+    def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
+        start, end = record.start_s, record.end_s
+        held = self.job_gpu_s
+        for p in record.placements:
+            last = start
+            for j in p.jobs:
+                finish = outcomes[j].finish_s
+                last = end if finish is None or finish > end else max(last, finish)
+                if last == end:
+                    break
+            gpus = len(p.gpus)
+            share = (last - start) * gpus / len(p.jobs)
+            for j in p.jobs:
+                held[j] = held.get(j, 0.0) + share
+            self.idle_after_finish_gpu_s += (end - last) * gpus
 
 
 def restart_metrics(

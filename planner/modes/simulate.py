@@ -4,8 +4,13 @@ There is no second mechanism: `run_simulation` feeds jobs into
 `planner.rounds.engine.Engine` (lazily, for endless generated traces), steps it
 round by round, and measures. A run ends when every job of the measurement
 window has finished (Gavel's jobs [s, e) of a continuous trace), when a
-finite trace is done, or when the load is found to exceed what the cluster
-can serve ("saturated").
+finite trace is done, or early: when the load is found to exceed what the
+cluster can serve ("saturated"), at the `max_time_s` limit ("time_limit"), or
+on Ctrl-C ("interrupted", only when the caller asks for it).
+
+A run that ended early is incomplete: its JCTs cover only the jobs that happened
+to finish (the short ones, biased low), so the metrics hold no `jct_s` then,
+only `censored` estimates, labelled as such (`censored_jct`).
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from planner.errors import InputError
 from planner.formats.cluster import GAVEL_TYPE_ORDER, Cluster
 from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
+from planner.formats.trace import default_reference_type
 from planner.modes.generator import JobGenerator
-from planner.modes.metrics import LeaseCounter, distribution, restart_metrics, rho, utilisation
+from planner.modes.metrics import GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
 from planner.policies import make_policy
 from planner.policies.base import Policy
 from planner.policies.lp import DEFAULT_METHOD
@@ -54,7 +60,7 @@ class SimulationConfig:
     solver_method: str = DEFAULT_METHOD
     aggregate: bool = True
     max_active_jobs: int | None = None  # saturated beyond this many jobs in the system
-    max_time_s: float | None = None  # saturated when the window is unfinished by then
+    max_time_s: float | None = None  # --max-hours: stop ("time_limit") when the window is unfinished by then
     restart_cost_s: float | None = None  # --restart-cost: every (re)start costs this (None: table, cluster, 0)
     migration_aware: bool = False  # keep jobs on their worker type when a move does not pay
 
@@ -112,14 +118,31 @@ class Workload:
         return itertools.islice(source, self.num_jobs) if self.num_jobs is not None else source
 
     def offered_load(self, table: ThroughputTable, cluster: Cluster) -> float:
-        """For generated arrivals: the load a sample of the same stream puts on the cluster."""
-        if self.generator is None or self.generator.lam == 0:
+        """The load the arrivals put on the cluster: for generated ones, that of a sample of the
+        same stream; for a replayed trace, its arrival rate over its arrival span (0 for a
+        static trace, whose jobs all arrive at once)."""
+        if self.jobs is not None:
+            span_s = self.jobs[-1].arrival_s - self.jobs[0].arrival_s if self.jobs else 0.0
+            if span_s <= 0:
+                return 0.0
+            return offered_load(self.jobs, (len(self.jobs) - 1) / span_s * 3600.0, table, cluster)
+        assert self.generator is not None  # exactly one of jobs / generator (checked on creation)
+        if self.generator.lam == 0:
             return 0.0
         sample = JobGenerator(table, replace(self.generator.config)).take(OFFERED_LOAD_SAMPLE)
         return offered_load(sample, self.generator.config.rate_per_hour, table, cluster)
 
-    def durations(self) -> dict[str, float]:
-        return dict(self.generator.durations) if self.generator is not None else {}
+    def durations(self, table: ThroughputTable, cluster: Cluster) -> dict[str, float]:
+        """Each job's run time alone on the reference worker type (as the generator draws them)."""
+        if self.generator is not None:
+            return dict(self.generator.durations)
+        reference = default_reference_type(table, cluster)
+        out = {}
+        for job in self.jobs or ():
+            rate = table.solo(reference, job.job_type)
+            if rate > 0:
+                out[job.job_id] = job.total_steps / rate
+        return out
 
 
 def check_fits(job: Job, table: ThroughputTable, cluster: Cluster) -> None:
@@ -167,7 +190,7 @@ class _Feed:
 
 @dataclass
 class SimulationResult:
-    status: str  # "ok" or "saturated"
+    status: str  # "ok", or why it ended early: "saturated", "time_limit", "interrupted"
     reason: str | None
     metrics: dict
     jobs: list[dict]  # one row per job that arrived
@@ -213,7 +236,8 @@ def _window(config: SimulationConfig, workload: Workload) -> tuple[int, int | No
     return start, end
 
 
-Progress = Callable[[float, int, int, int], None]  # (simulated s, window jobs done, window size, active)
+# (simulated s, window jobs done, window size, jobs active, rounds)
+Progress = Callable[[float, int, int, int, int], None]
 
 
 class _WindowWatch:
@@ -240,7 +264,8 @@ class _WindowWatch:
         self.size = (end - start) if end is not None else None
         self.done = 0
         self.arrivals: list[tuple[float, int]] = []  # (time, jobs in system) at window start / end arrivals
-        self.limit_s = config.max_time_s
+        self.max_time_s = config.max_time_s  # the user's limit (--max-hours)
+        self.limit_s: float | None = None  # the window's drain allowance, set once its last job arrived
         self.max_active = config.max_active_jobs or max(200, 10 * cluster.total_gpus)
 
     def in_window(self, job_id: str) -> bool:
@@ -256,23 +281,28 @@ class _WindowWatch:
             self.size = _window_total(self.workload, self.start)
         return self.size is not None and self.done >= self.size
 
-    def saturation(self, now: float, active: int) -> str | None:
-        """Why the run should stop as saturated, or None."""
+    def saturation(self, now: float, active: int) -> tuple[str, str] | None:
+        """(status, reason) when the run should stop early ("saturated" or "time_limit"), or None."""
         if self.end is not None and len(self.arrivals) < 2:
             index = self.end - 1 if self.arrivals else self.start
             out = self.engine.outcomes.get(str(index))
             if out is not None and out.job.arrival_s <= now:
                 self.arrivals.append((now, active))
-                if len(self.arrivals) == 2 and self.limit_s is None:
+                if len(self.arrivals) == 2 and self.max_time_s is None:
                     self.limit_s = now + _drain_allowance(self.engine, self.window_ids, self.table, self.cluster)
+        if self.max_time_s is not None and now > self.max_time_s:
+            return "time_limit", f"stopped at the time limit: {now / 3600:.1f} h simulated (--max-hours)"
         if active > self.max_active:
-            return f"{active} jobs in the system (more than {self.max_active})"
+            return "saturated", f"{active} jobs in the system (more than {self.max_active})"
         if self.end is not None and len(self.arrivals) == 2:
             grew = self.arrivals[1][1] - self.arrivals[0][1]
             if grew > 0.5 * (self.end - self.start):
-                return f"jobs in the system grew by {grew} while the window's {self.end - self.start} jobs arrived"
+                return (
+                    "saturated",
+                    f"jobs in the system grew by {grew} while the window's {self.end - self.start} jobs arrived",
+                )
         if self.limit_s is not None and now > self.limit_s:
-            return f"window unfinished at {now / 3600:.0f} h (limit {self.limit_s / 3600:.0f} h)"
+            return "saturated", f"window unfinished at {now / 3600:.0f} h (limit {self.limit_s / 3600:.0f} h)"
         return None
 
 
@@ -296,18 +326,21 @@ def run_simulation(
     progress: Progress | None = None,
     reference_jct: dict[str, float] | None = None,
     decision_table: ThroughputTable | None = None,
+    stop_on_interrupt: bool = False,
 ) -> SimulationResult:
     """Simulate; `reference_jct` (job id -> JCT under `isolated`) adds the rho metrics.
 
     `decision_table` (e.g. with estimated co-locations) is what the policy decides on;
     jobs progress at the throughputs of `table`, the true ones. None: `table` for both.
+    `stop_on_interrupt`: a KeyboardInterrupt ends the run as "interrupted", with what was
+    measured so far (otherwise it propagates: a sweep handles it itself).
     """
     _check_tables(cluster, [table] if decision_table is None else [table, decision_table])
     if not config.round_s > 0:
         raise InputError(f"round length must be positive, got {config.round_s}", field="--round-length")
     start, end = _window(config, workload)
     load = workload.offered_load(table, cluster)
-    if load >= 1.0:
+    if load >= 1.0 and workload.generator is not None:  # endless arrivals: the backlog never drains
         return SimulationResult(
             "saturated",
             f"offered load {load:.2f} of the cluster's GPU time (>= 1): no policy can keep up",
@@ -338,33 +371,30 @@ def run_simulation(
     )
     watch = _WindowWatch(engine, workload, start, end, config, table, cluster)
     leases = LeaseCounter()
+    usage = GpuUsage()
     started = time.perf_counter()
-    status: str = "ok"
-    reason: str | None = None
-    cause: str | None = None
-    last_report = 0.0
-    while (record := engine.step()) is not None:
-        leases.add(record, engine.outcomes)
-        if watch.count_finished(record):
-            break
-        now, active = engine.t or 0.0, len(engine.active)
-        cause = watch.saturation(now, active)
-        if cause is not None:
-            status, reason = "saturated", cause
-            break
-        if progress is not None and time.perf_counter() - last_report > 0.2:
-            last_report = time.perf_counter()
-            progress(now, watch.done, watch.size or 0, active)
+    try:
+        status, reason = _step(engine, watch, leases, usage, progress)
+    except KeyboardInterrupt:
+        if not stop_on_interrupt:
+            raise
+        status, reason = "interrupted", f"interrupted after {(engine.t or 0.0) / 3600:.1f} h simulated"
     wall_s = time.perf_counter() - started
     if progress is not None:
-        progress(engine.t or 0.0, watch.done, watch.size or 0, len(engine.active))
+        progress(engine.t or 0.0, watch.done, watch.size or 0, len(engine.active), engine.n_rounds)
 
     end_time = engine.t or 0.0
-    rows = _job_rows(engine, watch.in_window, workload.durations(), end_time)
+    rows = _job_rows(engine, watch.in_window, workload.durations(table, cluster), end_time)
     metrics = _metrics(engine, rows, leases, cluster, load, end_time, wall_s)
     metrics["window"] = [start, end if end is not None else start + (watch.size or 0)]
     metrics["window_finished"] = watch.done
-    _add_rho(metrics, rows, reference_jct)
+    metrics["idle_after_finish_gpu_s"] = usage.idle_after_finish_gpu_s
+    if status != "ok":
+        metrics["censored_jct"] = censored_jct(engine, workload, watch, end_time, table, cluster)
+        for key in ("jct_s", "jct_low_priority_s", "jct_high_priority_s"):  # not the run's answer
+            metrics.pop(key, None)
+    else:
+        _add_rho(metrics, rows, reference_jct)
     if engine.restart_tally is not None:
         tally = engine.restart_tally
         metrics.update(restart_metrics(tally.starts, tally.lost_gpu_s, engine.busy, tally.across_types))
@@ -373,6 +403,71 @@ def run_simulation(
     cfg["decision_table"] = None if decision_table is None else str(decision_table.path)
     cfg["engine"] = {k: v for k, v in asdict(engine_config).items()}
     return SimulationResult(status, reason, metrics, rows, cfg, workload.description)
+
+
+def _step(
+    engine: Engine, watch: _WindowWatch, leases: LeaseCounter, usage: GpuUsage, progress: Progress | None
+) -> tuple[str, str | None]:
+    """Step the engine until the window is done ("ok") or the watch stops the run early."""
+    last_report = 0.0
+    while (record := engine.step()) is not None:
+        leases.add(record, engine.outcomes)
+        usage.add(record, engine.outcomes)
+        if watch.count_finished(record):
+            break
+        now, active = engine.t or 0.0, len(engine.active)
+        cause = watch.saturation(now, active)
+        if cause is not None:
+            return cause
+        if progress is not None and time.perf_counter() - last_report > 0.2:
+            last_report = time.perf_counter()
+            progress(now, watch.done, watch.size or 0, active, engine.n_rounds)
+    return "ok", None
+
+
+def censored_jct(
+    engine: Engine, workload: Workload, watch: _WindowWatch, end_time: float, table: ThroughputTable, cluster: Cluster
+) -> dict[str, Any]:
+    """What an incomplete run can say about the window's JCTs: bounds, labelled as such.
+
+    Every window job's JCT is at least: its JCT if it finished; the time it has been in the
+    system plus its remaining steps alone on its fastest type if it is running or waiting; its
+    run time alone on its fastest type if it had not arrived yet. Their mean is a lower bound on
+    the average JCT the full run would report. The finished jobs' own JCTs are biased low (the
+    short jobs finish first) and are given only as that.
+    """
+    if workload.jobs is not None:
+        window = [job for job in workload.jobs if watch.in_window(job.job_id)]
+    else:
+        window = [o.job for jid, o in engine.outcomes.items() if watch.in_window(jid)]
+    bounds: list[float] = []
+    finished_jct: list[float] = []
+    running = not_arrived = 0
+    for job in window:
+        out = engine.outcomes.get(job.job_id)
+        if out is not None and out.finish_s is not None:
+            bounds.append(out.finish_s - job.arrival_s)
+            finished_jct.append(out.finish_s - job.arrival_s)
+            continue
+        alone_s = job_demand_gpu_s(job, table, cluster) / job.scale_factor  # all its steps, alone
+        if out is not None and job.arrival_s <= end_time:
+            running += 1
+            left = max(0.0, job.total_steps - out.steps_done) / job.total_steps
+            bounds.append(end_time - job.arrival_s + alone_s * left)
+        else:
+            not_arrived += 1
+            bounds.append(alone_s)
+    size = watch.size if watch.size is not None else len(window)
+    return {
+        "note": "the run ended early: these bound the JCTs; they are not the run's answer",
+        "window_jobs": size,
+        "finished": len(finished_jct),
+        "unfinished": running,
+        "not_arrived": not_arrived,
+        "not_generated": max(0, size - len(window)),
+        "mean_lower_bound_s": (sum(bounds) / len(bounds)) if bounds else None,
+        "finished_only_s": distribution(finished_jct),
+    }
 
 
 def recorded_config(config: SimulationConfig) -> dict[str, Any]:
@@ -461,6 +556,7 @@ JOB_COLUMNS = [
     "model",
     "batch_size",
     "scale_factor",
+    "entity",
     "priority_weight",
     "arrival_s",
     "total_steps",
@@ -471,6 +567,11 @@ JOB_COLUMNS = [
     "in_window",
     "rho",
 ]
+
+
+def _whole(steps: float) -> float | int:
+    """Steps as an integer when whole (they are, except in Gavel's compat mode's last round)."""
+    return int(steps) if float(steps).is_integer() else steps
 
 
 def _job_rows(engine: Engine, in_window, durations: dict[str, float], end_time: float) -> list[dict]:
@@ -486,11 +587,12 @@ def _job_rows(engine: Engine, in_window, durations: dict[str, float], end_time: 
                 "model": jt.model,
                 "batch_size": jt.batch_size,
                 "scale_factor": jt.scale_factor,
+                "entity": job.entity,
                 "priority_weight": job.priority_weight,
                 "arrival_s": job.arrival_s,
-                "total_steps": job.total_steps,
+                "total_steps": _whole(job.total_steps),
                 "duration_s": durations.get(jid),
-                "steps_done": out.steps_done,
+                "steps_done": _whole(out.steps_done),
                 "finish_s": out.finish_s,
                 "jct_s": out.jct_s,
                 "in_window": in_window(jid),

@@ -483,6 +483,8 @@ SUMMARY_COLUMNS = [
     "rate",
     "num_jobs",
     "status",
+    "jobs_finished",
+    "jct_lower_bound_h",
     "avg_jct_h",
     "p50_jct_h",
     "p90_jct_h",
@@ -514,6 +516,9 @@ def summary_rows(records: Iterable[dict]) -> list[dict]:
                 "rate": r["rate"],
                 "num_jobs": r["num_jobs"],
                 "status": r["status"],
+                "jobs_finished": m.get("jobs_finished"),
+                # an incomplete point: no JCT, only a bound (planner/modes/simulate.py censored_jct)
+                "jct_lower_bound_h": hours((m.get("censored_jct") or {}).get("mean_lower_bound_s")),
                 "avg_jct_h": hours(jct.get("mean")),
                 "p50_jct_h": hours(jct.get("p50")),
                 "p90_jct_h": hours(jct.get("p90")),
