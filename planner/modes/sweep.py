@@ -483,8 +483,6 @@ SUMMARY_COLUMNS = [
     "rate",
     "num_jobs",
     "status",
-    "jobs_finished",
-    "jct_lower_bound_h",
     "avg_jct_h",
     "p50_jct_h",
     "p90_jct_h",
@@ -498,6 +496,8 @@ SUMMARY_COLUMNS = [
     "restarts",
     "goodput",
     "wall_s",
+    "jobs_finished",
+    "jct_lower_bound_h",  # an incomplete point: a bound, not a result (no avg_jct_h then)
     "reason",
 ]
 
