@@ -72,7 +72,7 @@ def compare_command(
     thr = load_table(table)
     spec = load_cluster(cluster)
     job_list = read_trace(jobs, thr, spec)
-    chosen = named if named is not None else default_policies(thr)
+    chosen = named if named is not None else default_policies(thr, spec)
     with progress_bar("[bold]compare[/]", "policies {task.fields[last]}", hidden=as_json) as bar:
         task = bar.add_task("compare", total=len(chosen), last="")
         result = compare_policies(

@@ -185,6 +185,9 @@ def run_command(
     if summary.failed:
         for jid, why in summary.failed.items():
             err.print(f"failed: {one_line(jid)}: {one_line(why)}", highlight=False, soft_wrap=True)
+    if summary.tenant_shares:
+        shares = ", ".join(f"{one_line(t)} {100 * v:.1f} %" for t, v in summary.tenant_shares.items())
+        err.print(f"GPU time by tenant: {shares}", highlight=False, soft_wrap=True)
     what = "stopped" if summary.status >= 128 else "done"
     err.print(
         f"{what}: {summary.rounds} round(s) run, {len(summary.finished)} job(s) finished, "

@@ -40,6 +40,7 @@ from planner.modes.generator import (
 from planner.modes.round_length import choose_for_simulation
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.modes.sweep import write_job_csv
+from planner.modes.tenants import tenant_table
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
@@ -447,4 +448,6 @@ def _print_summary(result, policy: str, out_dir: Path) -> None:
     grid.add_row("re-solves / solver time", f"{m['resolves']} / {m['solver_s']:.2f} s")
     grid.add_row("rounds / wall time", f"{m['rounds']} / {m['wall_s']:.2f} s")
     out.print(grid)
+    if m.get("tenants"):
+        out.print(tenant_table(m["tenants"], title="tenants (GPU time and JCT)"))
     out.print(f"wrote {out_dir / 'jobs.csv'} and {out_dir / 'summary.json'}")

@@ -28,7 +28,7 @@ from planner.modes.sweep import (
 )
 from planner.modes.sweep_results import RESULTS
 from planner.modes.sweep_workers import SweepInterrupted
-from planner.policies import POLICY_NAMES
+from planner.policies import POLICY_NAMES, check_tenants
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.sweep_figures import make_sweep_plots
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -132,6 +132,8 @@ def sweep_command(
         trace=None if trace is None else str(trace),
     ).check_grid()  # empty, repeated or oversized lists: one line before any file is read
     thr, spec_cluster = load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
+    for name in names:
+        check_tenants(name, spec_cluster)  # a policy that cannot keep the cluster's tenant quotas
     if trace is not None:
         read_trace(trace, thr, spec_cluster)
     spec = SweepSpec(

@@ -15,7 +15,21 @@ leaf switch it hangs off and which NVLink domain (a multi-node NVLink fabric) it
 holding only the nodes that declare one. The mechanism keeps a multi-node gang inside one
 domain (docs/placement.md); a type that names no switch at all is one flat network.
 
-Errors name the file and the field path (e.g. worker_types.v100.gpus, worker_types.a100.nodes[0].switch).
+Tenants (docs/tenants.md): who shares the cluster, by the jobs' `entity`, optional:
+
+    tenants:
+      vc_a: {weight: 2, quota: {v100: 8, k80: 4}}   # at most 8 V100s and 4 K80s, time-averaged
+      vc_b: {weight: 1}                              # weight only: no quota
+      vc_c: 3                                        # shorthand for {weight: 3}
+    default_tenant_weight: 1   # the weight of every entity not listed, and of jobs with no entity
+
+An entity not listed is a tenant of its own with `default_tenant_weight` and no quota; the jobs
+with no entity are one more such tenant (reported as "(none)"). Weights lie in [1e-6, 1e6]; a
+quota maps worker types of this cluster to GPUs (a non-negative number, fractions allowed, more
+than the type has allowed: it then limits nothing).
+
+Errors name the file and the field path (e.g. worker_types.v100.gpus, worker_types.a100.nodes[0].switch,
+tenants.vc_a.quota.v100).
 """
 
 from __future__ import annotations
@@ -28,7 +42,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from planner.errors import InputError
-from planner.formats.fields import COUNT, PRICE, Where, parse_float, parse_int, short, versioned_mapping
+from planner.formats.fields import (
+    COUNT,
+    PRICE,
+    Where,
+    is_number,
+    parse_float,
+    parse_int,
+    short,
+    versioned_mapping,
+)
 from planner.formats.files import parse_json, read_text
 from planner.formats.safe_yaml import load_yaml
 
@@ -46,6 +69,12 @@ _WORKER_KEYS = {"gpus", "gpus_per_node", "nodes", "cost_per_gpu_hour", "restart_
 MAX_GPUS_PER_TYPE = 100_000
 MAX_NAME = 253
 _NODE_KEYS = ("name", "nvlink_domain", "switch")
+_TENANT_KEYS = ("weight", "quota")
+# Tenant weights: the bounds of a job's priority_weight (planner/formats/jobs.py, which imports this module).
+MIN_WEIGHT = 1e-6
+MAX_WEIGHT = 1e6
+# The tenant the jobs with no entity form: the name summaries give it (no tenant may take it).
+NO_ENTITY = "(none)"
 
 
 @dataclass(frozen=True)
@@ -90,9 +119,51 @@ class WorkerType:
 
 
 @dataclass(frozen=True)
+class Tenant:
+    """One tenant listed in the cluster spec: its weight and its quota (worker type -> GPUs,
+    time-averaged; a type not in the quota is not limited)."""
+
+    name: str
+    weight: float = 1.0
+    quota: Mapping[str, float] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class Tenants:
+    """The cluster's tenants, by entity name. An entity not listed (and the jobs with no entity,
+    entity None) is a tenant with `default_weight` and no quota."""
+
+    listed: Mapping[str, Tenant] = field(default_factory=dict, hash=False)
+    default_weight: float = 1.0
+
+    def weight(self, entity: str | None) -> float:
+        tenant = self.listed.get(entity) if entity is not None else None
+        return self.default_weight if tenant is None else tenant.weight
+
+    def quota(self, entity: str | None) -> Mapping[str, float]:
+        """Worker type -> GPUs the entity may hold (time-averaged); empty: no limit."""
+        tenant = self.listed.get(entity) if entity is not None else None
+        return {} if tenant is None else tenant.quota
+
+    @property
+    def has_quotas(self) -> bool:
+        return any(t.quota for t in self.listed.values())
+
+    def allows(self, entity: str | None, worker_type: str) -> bool:
+        """Whether the entity may use the worker type at all (no quota of 0 there)."""
+        return self.quota(entity).get(worker_type, 1.0) > 0
+
+
+def tenant_name(entity: str | None) -> str:
+    """The tenant a job's entity belongs to, as summaries name it ("(none)": no entity)."""
+    return NO_ENTITY if entity is None else entity
+
+
+@dataclass(frozen=True)
 class Cluster:
     worker_types: dict[str, WorkerType]
     path: str = "<cluster>"
+    tenants: Tenants | None = None  # None: the spec has no tenants section
 
     @property
     def names(self) -> list[str]:
@@ -108,7 +179,14 @@ class Cluster:
 
 def _check_document(data: Any, path: object) -> dict[str, Any]:
     """The top level: known keys, format, and the worker type mapping it holds."""
-    return versioned_mapping(data, path, fmt=CLUSTER_FORMAT, items="worker_types", keys=("name",), what="worker type")
+    return versioned_mapping(
+        data,
+        path,
+        fmt=CLUSTER_FORMAT,
+        items="worker_types",
+        keys=("name", "tenants", "default_tenant_weight"),
+        what="worker type",
+    )
 
 
 def _worker_spec(spec: Any, at: Where, where: str) -> dict[str, Any]:
@@ -208,6 +286,63 @@ def _worker_type(name: str, raw: Any, at: Where, seen_nodes: dict[str, str]) -> 
     return WorkerType(name, gpus, per_node, tuple(nodes), cost, restart, product, domains)
 
 
+def _weight(value: Any, at: Where, where: str) -> float:
+    weight = parse_float(value, at, where, positive=True, strict=True)
+    if not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+        raise at.error(
+            where, f"{weight:g} is outside [{MIN_WEIGHT:g}, {MAX_WEIGHT:g}] (weights are relative; rescale them)"
+        )
+    return weight
+
+
+def _quota(raw: Any, types: Mapping[str, WorkerType], at: Where, where: str) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise at.error(where, f"expected a mapping worker type -> GPUs, e.g. {{v100: 8}}, got {short(raw)}")
+    quota: dict[str, float] = {}
+    for key, value in raw.items():
+        name = str(key)
+        if name not in types:
+            raise at.error(
+                f"{where}.{name if name.isprintable() and len(name) <= 80 else short(name)}",
+                f"unknown worker type (the cluster has {', '.join(sorted(types))})",
+            )
+        quota[name] = parse_float(value, at, f"{where}.{name}", minimum=0, strict=True, wording=PRICE)
+    return quota
+
+
+def _tenants(data: dict[str, Any], types: Mapping[str, WorkerType], at: Where) -> Tenants | None:
+    """The `tenants` and `default_tenant_weight` sections; None when the spec has neither."""
+    if "tenants" not in data and "default_tenant_weight" not in data:
+        return None
+    default = 1.0
+    if data.get("default_tenant_weight") is not None:
+        default = _weight(data["default_tenant_weight"], at, "default_tenant_weight")
+    raw = data.get("tenants")
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise at.error("tenants", f"expected a mapping tenant -> {{weight, quota}}, got {short(raw)}")
+    listed: dict[str, Tenant] = {}
+    for key, spec in raw.items():
+        name = _check_name(str(key), at, "tenants")
+        where = f"tenants.{name}"
+        if name == NO_ENTITY:
+            raise at.error(where, f"{NO_ENTITY} is the name summaries give the jobs with no entity; rename it")
+        if spec is None:
+            spec = {}
+        elif is_number(spec, finite=False):
+            spec = {"weight": spec}  # shorthand: vc_a: 2
+        if not isinstance(spec, dict):
+            raise at.error(where, f"expected a mapping (weight, quota) or a weight, got {short(spec)}")
+        unknown = sorted(str(k) for k in spec if k not in _TENANT_KEYS)
+        if unknown:
+            raise at.error(f"{where}.{unknown[0]}", f"unknown key (expected {', '.join(_TENANT_KEYS)})")
+        weight = default if spec.get("weight") is None else _weight(spec["weight"], at, f"{where}.weight")
+        quota = {} if spec.get("quota") is None else _quota(spec["quota"], types, at, f"{where}.quota")
+        listed[name] = Tenant(name, weight, quota)
+    return Tenants(listed, default)
+
+
 def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
     """The cluster in a parsed YAML / JSON document; InputError naming the field path."""
     types = _check_document(data, path)
@@ -217,7 +352,7 @@ def cluster_from_dict(data: Any, path: object = "<cluster>") -> Cluster:
     for name, spec in types.items():
         _check_name(str(name), at, "worker_types")
         result[str(name)] = _worker_type(str(name), spec, at, seen_nodes)
-    return Cluster(result, path=str(path))
+    return Cluster(result, path=str(path), tenants=_tenants(data, result, at))
 
 
 def cluster_to_dict(cluster: Cluster, name: str | None = None) -> dict[str, Any]:
@@ -234,7 +369,14 @@ def cluster_to_dict(cluster: Cluster, name: str | None = None) -> dict[str, Any]
             if getattr(w, key) is not None:
                 spec[key] = getattr(w, key)
         types[w.name] = spec
-    return {"format": CLUSTER_FORMAT, **({"name": name} if name else {}), "worker_types": types}
+    document: dict[str, Any] = {"format": CLUSTER_FORMAT, **({"name": name} if name else {}), "worker_types": types}
+    if cluster.tenants is not None:
+        document["tenants"] = {
+            t.name: {"weight": t.weight, **({"quota": dict(t.quota)} if t.quota else {})}
+            for t in cluster.tenants.listed.values()
+        }
+        document["default_tenant_weight"] = cluster.tenants.default_weight
+    return document
 
 
 def read_cluster(path: str | os.PathLike) -> Cluster:

@@ -27,7 +27,7 @@ from typing import Any
 from planner.errors import InputError
 from planner.export.common import ExportContext, round_dir
 from planner.formats.atomic import write_text_atomic, write_together
-from planner.formats.cluster import Cluster, read_cluster, require_table_rows
+from planner.formats.cluster import Cluster, read_cluster, require_table_rows, tenant_name
 from planner.formats.coverage import missing_cells
 from planner.formats.jobs import Job, read_jobs
 from planner.formats.progress import JobProgress, Progress
@@ -38,9 +38,11 @@ from planner.launch.events import EventLog
 from planner.launch.failures import DEFAULT_MAX_FAILURES, count_failures
 from planner.launch.nodes import node_changes, unusable_nodes, usable_cluster
 from planner.launch.reports import read_round, set_aside
-from planner.modes.next_round import NextRound, next_round
+from planner.modes.next_round import DEFAULT_POLICY, NextRound, next_round
 from planner.modes.plan import schedule_files
 from planner.modes.state import read_state
+from planner.modes.tenants import refuse_barred
+from planner.policies import check_tenants
 
 OUTCOME_FORMAT = "rota.run-round/v1"
 MAX_LAUNCH_ERRORS = 3  # rounds in a row the launcher refused outright before the loop stops
@@ -180,6 +182,8 @@ class RunSummary:
     failed: dict[str, str]
     rounds: int  # launched by this run
     stopped_by: int | None = None
+    # tenant -> share of the GPU time of the rounds this run launched (None: the cluster has no tenants)
+    tenant_shares: dict[str, float] | None = None
 
 
 class RunLoop:
@@ -212,8 +216,17 @@ class RunLoop:
         self.launch_errors = 0  # rounds in a row in which the launcher ran no job, with an error
         self.restart_noted = False  # the "restart cost unknown" note is said once per run
         self.gaps_said: set = set()  # job types whose missing table rows were said (once per run each)
+        self.round_tenants: dict[str, dict[str, float]] = {}  # tenant -> type -> GPUs in the planned round
+        self.tenant_gpu_s: dict[str, float] = {}  # tenant -> GPU-seconds of the rounds this run launched
 
     # ------------------------------------------------------------------ set-up
+
+    @property
+    def policy_name(self) -> str:
+        """The policy the next plan uses: --policy, else the state's, else the default."""
+        if self.config.policy is not None:
+            return self.config.policy
+        return self.document.policy.name if self.document is not None else DEFAULT_POLICY
 
     def check_commands(self) -> None:
         for job in self.jobs or ():
@@ -356,6 +369,7 @@ class RunLoop:
         self.schedule = result.schedule.to_json()
         self.pending = None
         rounds = self.schedule["rounds"]
+        self.round_tenants = self._tenant_gpus(rounds[0]) if rounds and self.cluster.tenants is not None else {}
         self.events.emit(
             "plan",
             round=rounds[0]["index"] if rounds else None,
@@ -364,9 +378,26 @@ class RunLoop:
             waiting=self.schedule["next_round"]["waiting_jobs"],
             unusable_nodes=sorted(unusable),
             plan_ms=round(result.timings.get("total_s", 0.0) * 1000, 1),
+            **({"tenants": self._round_gpus()} if self.cluster.tenants is not None else {}),
         )
         self.overhead = {"plan_s": time.perf_counter() - began}
         return bool(rounds)
+
+    def _round_gpus(self) -> dict[str, float]:
+        """Tenant -> GPUs its jobs hold in the planned round."""
+        return {t: sum(by_type.values()) for t, by_type in self.round_tenants.items()}
+
+    def _tenant_gpus(self, rnd: dict[str, Any]) -> dict[str, dict[str, float]]:
+        """Tenant -> worker type -> GPUs its jobs hold in a planned round (a co-located pair's
+        GPUs split between its jobs' tenants)."""
+        entity = {e.job.job_id: e.job.entity for e in self.document.jobs} if self.document is not None else {}
+        out: dict[str, dict[str, float]] = {}
+        for a in rnd["assignments"]:
+            share = len(a["gpus"]) / len(a["jobs"])
+            for jid in a["jobs"]:
+                by_type = out.setdefault(tenant_name(entity.get(jid)), {})
+                by_type[a["worker_type"]] = by_type.get(a["worker_type"], 0) + share
+        return out
 
     def _say_missing_cells(self) -> None:
         """A job type with no table row on a worker type it would fit never runs there: say so
@@ -448,6 +479,9 @@ class RunLoop:
                 if self.on_round is not None:
                     self.on_round(self)
             result, interrupted = RoundResult(index, started, time.time()), False
+        ran_s = max(0.0, min(round_s, result.ended_at - result.started_at))
+        for tenant, by_type in self.round_tenants.items():
+            self.tenant_gpu_s[tenant] = self.tenant_gpu_s.get(tenant, 0.0) + ran_s * sum(by_type.values())
         self._record(rnd, jobs, started, result, interrupted)
 
     def _drive(self, rnd: dict[str, Any], started: float, round_s: float) -> tuple[RoundResult, bool]:
@@ -558,6 +592,8 @@ class RunLoop:
     def run(self) -> RunSummary:
         self.check_commands()
         self.resume()
+        check_tenants(self.policy_name, self.cluster)  # quotas the policy cannot honour: before any launch
+        refuse_barred(self.jobs or (), self.table, self.cluster, self.config.jobs)
         self.events.emit("run_start", launcher=self.launcher.name, state=str(self.config.state))
         while True:
             if self.schedule is None:
@@ -579,5 +615,16 @@ class RunLoop:
             status = 128 + stopped
         else:
             status = 1 if failed else 0
-        self.events.emit("run_end", status=status, finished=len(finished), failed=sorted(failed), rounds=self.launched)
-        return RunSummary(status, finished, failed, self.launched, stopped)
+        shares = None
+        if self.cluster.tenants is not None:
+            total = sum(self.tenant_gpu_s.values())
+            shares = {t: (s / total if total > 0 else 0.0) for t, s in self.tenant_gpu_s.items()}
+        self.events.emit(
+            "run_end",
+            status=status,
+            finished=len(finished),
+            failed=sorted(failed),
+            rounds=self.launched,
+            **({"tenant_gpu_shares": shares} if shares is not None else {}),
+        )
+        return RunSummary(status, finished, failed, self.launched, stopped, shares)

@@ -19,7 +19,7 @@ def usable_cluster(cluster: Cluster, state: ClusterState) -> Cluster:
     for name, spec in cluster.worker_types.items():
         nodes = tuple(n for n in spec.nodes if _usable(state.nodes.get(n), spec.gpus_per_node))
         types[name] = dataclasses.replace(spec, nodes=nodes, gpus=len(nodes) * spec.gpus_per_node)
-    return Cluster(types, cluster.path)
+    return dataclasses.replace(cluster, worker_types=types)  # the same path and tenants
 
 
 def _usable(node: NodeState | None, gpus_per_node: int) -> bool:

@@ -110,6 +110,12 @@ class RunView:
                 use.add_column(w, justify="right")
             use.add_row(*(f"{u * 100:.0f} %" for u in plan.schedule.utilisation.values()))
             rows.append(use)
+        if loop.round_tenants:
+            tenants = Table(title="GPUs by tenant, this round", show_edge=False)
+            for name in loop.round_tenants:
+                tenants.add_column(name, justify="right")
+            tenants.add_row(*(f"{sum(by_type.values()):g}" for by_type in loop.round_tenants.values()))
+            rows.append(tenants)
         if loop.entry.unusable:
             rows.append(Text("unusable nodes: " + ", ".join(f"{n} ({w})" for n, w in loop.entry.unusable.items())))
         return Group(*rows)

@@ -285,7 +285,7 @@ def cluster_for(catalogue: Catalogue, config: Config, cluster: Cluster) -> Clust
         else:
             cost = next((n.rent_per_gpu_hour for n in catalogue.node_types.values() if n.worker_type == name), None)
             out[name] = WorkerType(name, gpus, size, tuple(kept), cost_per_gpu_hour=cost)
-    return Cluster(out, path=f"{cluster.path} {config.label(catalogue)}")
+    return Cluster(out, path=f"{cluster.path} {config.label(catalogue)}", tenants=cluster.tenants)
 
 
 def union_cluster(catalogue: Catalogue, cluster: Cluster) -> Cluster:

@@ -18,7 +18,7 @@ from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
 from planner.modes.round_length import choose_for_simulation
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation
-from planner.policies import POLICY_NAMES
+from planner.policies import POLICY_NAMES, QUOTA_POLICIES
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 from planner.rounds.restart import PlannedRestarts, charged_restarts, unknown_cost_note
@@ -94,9 +94,13 @@ class Comparison:
         }
 
 
-def default_policies(table: ThroughputTable) -> list[str]:
+def default_policies(table: ThroughputTable, cluster: Cluster | None = None) -> list[str]:
+    """The comparison's default policies; with tenant quotas, only those that keep them."""
     has_pairs = any(r["partner_model"] is not None for r in table.rows)
-    return [*DEFAULT_POLICIES, *([PACKED_POLICY] if has_pairs else [])]
+    names = [*DEFAULT_POLICIES, *([PACKED_POLICY] if has_pairs else [])]
+    if cluster is not None and cluster.tenants is not None and cluster.tenants.has_quotas:
+        names = [n for n in names if n in QUOTA_POLICIES]
+    return names
 
 
 def check_policies(names: Sequence[str]) -> None:

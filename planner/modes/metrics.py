@@ -108,7 +108,7 @@ class GpuUsage:
     starts no job mid-round): `idle_after_finish_gpu_s` counts that.
     """
 
-    job_gpu_s: dict[str, float] = field(default_factory=dict)
+    job_gpu_s: dict[str, dict[str, float]] = field(default_factory=dict)  # job -> worker type -> GPU-s
     idle_after_finish_gpu_s: float = 0.0
 
     def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
@@ -121,10 +121,11 @@ class GpuUsage:
                 last = end if finish is None or finish > end else max(last, finish)
                 if last == end:
                     break
-            gpus = len(p.gpus)
+            gpus, w = len(p.gpus), p.worker_type
             share = (last - start) * gpus / len(p.jobs)
             for j in p.jobs:
-                held[j] = held.get(j, 0.0) + share
+                per_type = held.setdefault(j, {})
+                per_type[w] = per_type.get(w, 0.0) + share
             self.idle_after_finish_gpu_s += (end - last) * gpus
 
 

@@ -33,7 +33,8 @@ from planner.formats.table import JobType, TableRow, ThroughputTable, read_table
 from planner.modes.metrics import restart_metrics
 from planner.modes.metrics import utilisation as utilisation_since_start
 from planner.modes.round_length import RoundLengthChoice, choose_round_length
-from planner.policies import PolicyOptions, make_policy
+from planner.modes.tenants import refuse_barred
+from planner.policies import PolicyOptions, make_cluster_policy
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, RoundRecord
 from planner.rounds.restart import charged_restarts, planned_restarts, unknown_cost_note
@@ -103,11 +104,13 @@ def plan_batch(
     table = read_table(table_path)
     require_table_rows(cluster, table, table_path)
     jobs = read_jobs(jobs_path, table=table, cluster=cluster)
+    refuse_barred(jobs, table, cluster, jobs_path)  # a quota of 0 everywhere the job could run
     missing = missing_cells(table, jobs, cluster)
     if options.strict_cells:
         refuse_missing(missing, table_path)
-    policy = make_policy(
+    policy = make_cluster_policy(  # refuses a policy that cannot honour the cluster's tenant quotas
         options.policy,
+        cluster,
         method=options.method,
         aggregate=options.aggregate,
         seed=options.seed,

@@ -29,7 +29,8 @@ from planner.formats.table import ThroughputTable
 from planner.formats.trace import default_reference_type
 from planner.modes.generator import JobGenerator
 from planner.modes.metrics import GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
-from planner.policies import make_policy
+from planner.modes.tenants import refuse_barred, tenant_summary
+from planner.policies import make_cluster_policy
 from planner.policies.base import Policy
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundRecord
@@ -146,6 +147,7 @@ class Workload:
 
 
 def check_fits(job: Job, table: ThroughputTable, cluster: Cluster) -> None:
+    refuse_barred([job], table, cluster)  # a tenant quota of 0 wherever it could run
     if not any(table.solo(w, job.job_type) > 0 and cluster.capacity(w) >= job.scale_factor for w in cluster.names):
         raise InputError(
             f"job {job.job_id} ({job.job_type.label}) needs {job.scale_factor} GPUs of a type "
@@ -349,8 +351,9 @@ def run_simulation(
             recorded_config(config),
             workload.description,
         )
-    policy = make_policy(
+    policy = make_cluster_policy(
         config.policy,
+        cluster,
         method=config.solver_method,
         aggregate=config.aggregate,
         seed=config.seed,
@@ -389,6 +392,8 @@ def run_simulation(
     metrics["window"] = [start, end if end is not None else start + (watch.size or 0)]
     metrics["window_finished"] = watch.done
     metrics["idle_after_finish_gpu_s"] = usage.idle_after_finish_gpu_s
+    if cluster.tenants is not None or any(r["entity"] is not None for r in rows):
+        metrics["tenants"] = tenant_summary(rows, usage.job_gpu_s, cluster.tenants, end_s=end_time)
     if status != "ok":
         metrics["censored_jct"] = censored_jct(engine, workload, watch, end_time, table, cluster)
         for key in ("jct_s", "jct_low_priority_s", "jct_high_priority_s"):  # not the run's answer

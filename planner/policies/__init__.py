@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from planner.errors import InputError
+from planner.formats.cluster import Cluster
 from planner.policies.allox import AlloX
 from planner.policies.base import Allocation, Policy
 from planner.policies.closed_form import Isolated, Proportional
@@ -158,6 +159,48 @@ POLICY_NAMES = list(REGISTRY)
 HIERARCHICAL_POLICIES = tuple(name for name in REGISTRY if name.startswith("max_min_fairness_water_filling"))
 
 
+# The policies that honour tenant quotas (docs/tenants.md): the unpacked LP policies, whose
+# allocation space carries the quota rows (space.py). The others refuse a cluster with quotas:
+# closed forms and greedy ones (isolated, proportional, fifo*, gandiva, allox) have no LP,
+# the packed LPs have no quota rows over pair cells yet, and finish-time fairness bisects from
+# the isolated allocation, which a quota can make infeasible.
+QUOTA_POLICIES = (
+    "max_min_fairness",
+    "max_min_fairness_perf",
+    "max_min_fairness_water_filling",
+    "max_min_fairness_water_filling_perf",
+    "min_total_duration",
+    "min_total_duration_perf",
+    "max_sum_throughput_perf",
+    "max_sum_throughput_normalized_by_cost_perf",
+    "max_sum_throughput_normalized_by_cost_perf_SLOs",
+)
+
+
+def check_tenants(name: str, cluster: Cluster) -> None:
+    """InputError (one line) when the cluster gives tenants quotas that policy `name` cannot honour."""
+    tenants = cluster.tenants
+    if tenants is None or not tenants.has_quotas or name in QUOTA_POLICIES:
+        return
+    limited = ", ".join(sorted(t.name for t in tenants.listed.values() if t.quota))
+    raise InputError(
+        f"policy {name!r} cannot honour the tenant quotas of cluster {cluster.path} (tenants {limited}); "
+        f"choose one of {', '.join(QUOTA_POLICIES)}, or drop the quotas",
+        field="policy",
+    )
+
+
+def make_cluster_policy(name: str, cluster: Cluster, options: PolicyOptions | None = None, **overrides) -> Policy:
+    """`make_policy` for a run on `cluster`: refuses (`check_tenants`) a policy that cannot honour
+    the cluster's tenant quotas. The tenants' weights and quotas reach the policy through the
+    problem each re-solve builds from the cluster (planner/policies/problem.py), so nothing else
+    changes: the hierarchical policies take the tenants' weights unless `entity_weights`
+    (--entity-weights) names an entity's own, and every policy of QUOTA_POLICIES keeps the quotas."""
+    policy = make_policy(name, options, **overrides)  # an unknown name is said as such first
+    check_tenants(name, cluster)
+    return policy
+
+
 def describe_policies() -> dict[str, dict[str, str]]:
     return {name: {"description": text, "needs": needs} for name, (_, text, needs) in REGISTRY.items()}
 
@@ -185,6 +228,9 @@ __all__ = [
     "POLICY_NAMES",
     "HIERARCHICAL_POLICIES",
     "ENTITY_POLICIES",
+    "QUOTA_POLICIES",
+    "check_tenants",
+    "make_cluster_policy",
     "make_policy",
     "describe_policies",
 ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.formats.cluster import Cluster
+from planner.formats.cluster import Cluster, Tenants
 from planner.formats.jobs import Job
 from planner.formats.table import JobType, ThroughputTable
 
@@ -26,6 +27,7 @@ class Problem:
     entity: list[str | None] = field(default_factory=list)
     slo_left_s: np.ndarray | None = None  # (n,) seconds to deadline, nan = no SLO
     table: ThroughputTable | None = None  # for co-located (pair) throughputs
+    tenants: Tenants | None = None  # the cluster's tenants (weights, quotas); None: it declares none
 
     @property
     def n_jobs(self) -> int:
@@ -34,6 +36,44 @@ class Problem:
     def proportional_throughput(self) -> np.ndarray:
         """prop_i = Σ_j T_ij N_j / N (spec §4.0): independent of the number of jobs."""
         return self.throughput @ self.capacity / self.capacity.sum()
+
+    def quotas(self) -> Quotas | None:
+        """The tenants' quotas over this problem's jobs and worker types; None when no job's
+        tenant has a quota on one of them (then the LP has no quota rows)."""
+        if self.tenants is None or not self.tenants.has_quotas:
+            return None
+        codes: dict[str | None, int] = {}
+        tenant = np.array([codes.setdefault(e, len(codes)) for e in self.entity], dtype=np.int64)
+        limit = np.full((len(codes), len(self.worker_types)), np.inf)
+        for entity, code in codes.items():
+            quota = self.tenants.quota(entity)
+            for j, w in enumerate(self.worker_types):
+                if w in quota:
+                    limit[code, j] = quota[w]
+        if np.isinf(limit).all():
+            return None
+        return Quotas(tenant, limit)
+
+    def tenant_weights(self, explicit: Mapping[str, float] | None = None) -> dict[str | None, float] | None:
+        """Entity -> weight of every entity among the jobs (None: the jobs with no entity), from
+        the cluster's tenants with `explicit` ones (--entity-weights) overriding; None when the
+        cluster declares no tenants (then `explicit` alone decides, as before tenants)."""
+        if self.tenants is None:
+            return None
+        weights: dict[str | None, float] = {}
+        for entity in self.entity:
+            if entity not in weights:
+                given = explicit.get(entity) if explicit is not None and entity is not None else None
+                weights[entity] = self.tenants.weight(entity) if given is None else given
+        return weights
+
+
+@dataclass(frozen=True)
+class Quotas:
+    """Tenant quotas as arrays: the LP's quota rows (planner/policies/space.py)."""
+
+    tenant: np.ndarray  # (n,) each job's tenant, numbered in order of first appearance
+    limit: np.ndarray  # (tenants, m) GPUs each tenant may hold per worker type; inf: no quota
 
 
 def build_problem(
@@ -78,4 +118,5 @@ def build_problem(
         entity=[j.entity for j in jobs],
         slo_left_s=slo,
         table=table,
+        tenants=cluster.tenants,
     )

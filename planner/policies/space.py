@@ -6,10 +6,15 @@ for every class c and worker type j where c can run (throughput > 0), and with
 space sharing z[n] for every pair cell (packing.py). Its rows:
   capacity   Σ_c mult_c · s_c · x[c, j] <= N_j      (spec B2)
   time       Σ_j x[c, j] <= 1                       (spec B3)
+  quota      Σ_{c of tenant e} mult_c · s_c · x[c, j] <= Q_ej   (docs/tenants.md)
 and x in [0, 1] (B1); packed spaces extend them with the pair terms and add
-the consistency rows. A policy's LP is `head`, the policy's own rows, then
-`tail`, in that order (the row order fixes which optimal point HiGHS's
-interior-point method returns, see lp/matrix.py).
+the consistency rows. Quota rows exist only where the cluster gives a tenant a
+quota below the type's size; a quota of 0 drops the tenant's cells on that type
+instead (x = 0 there, so x = 0 stays feasible: quotas never make an LP
+infeasible). Classes then never mix tenants. Packed spaces refuse quotas for
+now. A policy's LP is `head`, the policy's own rows, then `tail`, in that
+order (the row order fixes which optimal point HiGHS's interior-point method
+returns, see lp/matrix.py).
 """
 
 from __future__ import annotations
@@ -21,9 +26,9 @@ import numpy as np
 from planner.errors import InputError
 from planner.policies.base import Allocation, Status
 from planner.policies.lp.classes import Classes, make_classes
-from planner.policies.lp.matrix import INF, LPBuilder, Rows
+from planner.policies.lp.matrix import INF, LPBuilder, Rows, stack
 from planner.policies.packing import PairCells, packed_rows, pair_allocation, pair_cells
-from planner.policies.problem import Problem
+from planner.policies.problem import Problem, Quotas
 
 
 def job_type_codes(problem: Problem) -> np.ndarray:
@@ -32,9 +37,23 @@ def job_type_codes(problem: Problem) -> np.ndarray:
 
 
 def space_classes(
-    problem: Problem, seen: np.ndarray, *keys: np.ndarray, packed: bool = False, aggregate: bool = True
+    problem: Problem,
+    seen: np.ndarray,
+    *keys: np.ndarray,
+    packed: bool = False,
+    aggregate: bool = True,
+    quotas: Quotas | None = None,
 ) -> Classes:
-    """Jobs agreeing on `seen` throughputs, scale factor and `keys` (and job type, if packed) share a class."""
+    """Jobs agreeing on `seen` throughputs, scale factor and `keys` (and job type, if packed; and
+    tenant, with `quotas`, the problem's) share a class."""
+    if quotas is not None:
+        if packed:
+            raise InputError(
+                "the cluster gives tenants quotas, which packing policies do not honour yet; "
+                "choose a policy that does (docs/tenants.md) or drop the quotas",
+                field="tenants",
+            )
+        keys = keys + (quotas.tenant.astype(float),)
     if packed:
         if problem.table is None or not problem.table.has_pairs():
             raise InputError(
@@ -142,6 +161,8 @@ class Space:
         pair_x = None
         if self.pairs is not None:
             pair_x = pair_allocation(self.pairs, x.shape[1], z, self.classes.index, problem.job_ids)
+        if self.classes.n and self.classes.index.max(initial=0) >= self.classes.n:  # barred jobs: x = 0
+            x = np.vstack((x, np.zeros((1, x.shape[1]))))
         return Allocation(
             x[self.classes.index],
             objective=objective,
@@ -156,14 +177,31 @@ class Space:
 
 
 def build_space(
-    problem: Problem, seen: np.ndarray, *keys: np.ndarray, packed: bool = False, aggregate: bool = True
+    problem: Problem,
+    seen: np.ndarray,
+    *keys: np.ndarray,
+    packed: bool = False,
+    aggregate: bool = True,
+    keep_barred: bool = False,
 ) -> Space:
-    """The space over `seen` throughputs, one row per class (`space_classes`)."""
-    classes = space_classes(problem, seen, *keys, packed=packed, aggregate=aggregate)
+    """The space over `seen` throughputs, one row per class (`space_classes`).
+
+    With quotas, a class whose tenant has a quota of 0 on every type where it can run is
+    barred: it is left out of the space (no variables, no rows; `classes.index` of its jobs is
+    `classes.n`, and their allocation is 0), so that it does not pin a max-min level or a
+    makespan at 0 for everyone, unless every class is barred or `keep_barred` (water-filling
+    freezes such classes at level 0 itself)."""
+    quotas = problem.quotas()
+    classes = space_classes(problem, seen, *keys, packed=packed, aggregate=aggregate, quotas=quotas)
+    runnable = seen[classes.representative] > 0
+    if quotas is not None:
+        runnable &= quotas.limit[quotas.tenant[classes.representative]] > 0  # a quota of 0: no cell there
+        barred = ~runnable.any(axis=1)
+        if not keep_barred and barred.any() and not barred.all():
+            classes, runnable = without_classes(classes, barred), runnable[~barred]
     rep = classes.representative
     throughput = seen[rep]
     gpus = problem.scale[rep] * classes.multiplicity
-    runnable = throughput > 0
     k, m = runnable.shape
     cell_type, cell_class = np.nonzero(runnable.T)
     per_type, per_class = np.bincount(cell_type, minlength=m), np.bincount(cell_class, minlength=k)
@@ -177,6 +215,8 @@ def build_space(
             np.full(np.count_nonzero(per_type) + np.count_nonzero(per_class), -INF),
             np.concatenate((problem.capacity[per_type > 0], np.ones(np.count_nonzero(per_class)))).astype(float),
         )
+        if quotas is not None:
+            head = stack(head, quota_rows(quotas, rep, gpus, cell_class, cell_type, problem.capacity))
         return Space(classes, throughput, cell_type, cell_class, by_class, per_class, head, Rows.empty())
     assert problem.table is not None  # space_classes checked
     job_types = [problem.job_types[i] for i in rep]
@@ -196,4 +236,45 @@ def build_space(
         pairs,
         rows.by_row,
         rows.fixed,
+    )
+
+
+def without_classes(classes: Classes, dropped: np.ndarray) -> Classes:
+    """`classes` less the `dropped` ones (a boolean per class), the rest renumbered in order;
+    the jobs of dropped classes get index `n` (one past the last class)."""
+    kept = ~dropped
+    number = np.full(classes.n + 1, int(np.count_nonzero(kept)), dtype=np.int64)
+    number[np.flatnonzero(kept)] = np.arange(np.count_nonzero(kept))
+    return Classes(number[classes.index], classes.representative[kept], classes.multiplicity[kept])
+
+
+def quota_rows(
+    quotas: Quotas,
+    rep: np.ndarray,
+    gpus: np.ndarray,
+    cell_class: np.ndarray,
+    cell_type: np.ndarray,
+    capacity: np.ndarray,
+) -> Rows:
+    """One row per (worker type, tenant) whose quota is below the type's GPUs and that has cells
+    there: Σ mult_c · s_c · x[c, j] over the tenant's classes <= the quota. Rows by type, then
+    tenant (in order of first appearance); terms in cell order. A quota of the type's size or
+    more adds nothing the capacity row does not say."""
+    tenant = quotas.tenant[rep][cell_class]  # the tenant of each cell
+    limit = quotas.limit[tenant, cell_type]
+    kept = np.flatnonzero(limit < capacity[cell_type])
+    if not len(kept):
+        return Rows.empty()
+    n_tenants = quotas.limit.shape[0]
+    key = cell_type[kept] * n_tenants + tenant[kept]
+    order = np.argsort(key, kind="stable")
+    cells, key = kept[order], key[order]
+    rows, lengths = np.unique(key, return_counts=True)
+    bound = quotas.limit[rows % n_tenants, rows // n_tenants]
+    return Rows(
+        cells.astype(np.int64),
+        gpus[cell_class[cells]].astype(float),
+        lengths.astype(np.int64),
+        np.full(len(rows), -INF),
+        bound.astype(float),
     )

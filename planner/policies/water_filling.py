@@ -13,7 +13,11 @@ Each iteration:
      dual test is free.
 Hierarchical (multi-level) fairness: each entity e has a weight W_e and a
 policy inside it — `fairness` splits W_e over its unfrozen jobs by weight,
-`fifo` gives all of W_e to its oldest unfrozen job.
+`fifo` gives all of W_e to its oldest unfrozen job. The weights come from the
+cluster's tenants when it declares any (an entity not listed, and the jobs with
+no entity together, have the default tenant weight), `entity_weights` overriding
+them entity by entity; without tenants, from `entity_weights` alone.
+Tenant quotas are rows of the space (space.py), as in every unpacked LP policy.
 Identical jobs share a class (same levels by symmetry of the unique answer).
 """
 
@@ -82,9 +86,15 @@ class WaterFilling:
             return base + "_packed"
         return base + ("_perf" if self.perf_aware else "")
 
-    def _check_entities(self, problem: Problem) -> None:
+    def _entity_weights(self, problem: Problem) -> dict[str | None, float] | None:
+        """Entity -> weight W_e of every entity among the jobs (None: single-level). From the
+        cluster's tenants when it declares any, `entity_weights` (--entity-weights) overriding
+        per entity; else `entity_weights` alone, which must then name every job's entity."""
+        from_cluster = problem.tenant_weights(self.entity_weights)
+        if from_cluster is not None:
+            return from_cluster
         if self.entity_weights is None:
-            return
+            return None
         for i, entity in enumerate(problem.entity):
             if entity is None:
                 raise InputError(
@@ -96,22 +106,29 @@ class WaterFilling:
                     f"entity {entity!r} (job {problem.job_ids[i]!r}) has no weight in the entity weights",
                     field="entity",
                 )
+        given = self.entity_weights
+        return {e: given[e] for e in dict.fromkeys(problem.entity) if e is not None}
+
+    def _check_policies(self) -> None:
         for entity, policy in self.entity_policies.items():
             if policy not in ENTITY_POLICIES:
                 raise InputError(
                     f"entity {entity!r}: policy must be 'fairness' or 'fifo', got {policy!r}", field="entity_policies"
                 )
 
-    def _weights(self, problem: Problem, frozen: np.ndarray) -> np.ndarray:
-        """Effective weights w'_i of this iteration (0 for frozen jobs)."""
-        if self.entity_weights is None:
+    def _weights(
+        self, problem: Problem, frozen: np.ndarray, entities: dict[str | None, tuple[float, list[int]]] | None
+    ) -> np.ndarray:
+        """Effective weights w'_i of this iteration (0 for frozen jobs); `entities`: each
+        entity's weight W_e and members (None: single-level)."""
+        if entities is None:
             return np.where(frozen, 0.0, problem.weight)
         weights = np.zeros(problem.n_jobs)
-        for entity, total in self.entity_weights.items():
-            members = [i for i, e in enumerate(problem.entity) if e == entity and not frozen[i]]
+        for entity, (total, everyone) in entities.items():
+            members = [i for i in everyone if not frozen[i]]
             if not members:
                 continue
-            if self.entity_policies.get(entity, "fairness") == "fifo":
+            if entity is not None and self.entity_policies.get(entity, "fairness") == "fifo":
                 oldest = max(members, key=lambda i: problem.time_since_start[i])  # ties: input order
                 weights[oldest] = total
             else:
@@ -120,9 +137,9 @@ class WaterFilling:
                     weights[i] = total * problem.weight[i] / share
         return weights
 
-    def _class_keys(self, problem: Problem) -> tuple[np.ndarray, ...]:
+    def _class_keys(self, problem: Problem, hierarchical: bool) -> tuple[np.ndarray, ...]:
         keys = [problem.weight]
-        if self.entity_weights is not None:
+        if hierarchical:
             codes: dict = {}
             per_job = []
             for i, entity in enumerate(problem.entity):
@@ -133,21 +150,31 @@ class WaterFilling:
 
     @unless_no_jobs
     def allocate(self, problem: Problem) -> Allocation:
-        self._check_entities(problem)
+        by_entity = self._entity_weights(problem)
+        entities = None
+        if by_entity is not None:
+            self._check_policies()
+            entities = {e: (w, [i for i, job in enumerate(problem.entity) if job == e]) for e, w in by_entity.items()}
         seen, prop = seen_throughput(problem, self.perf_aware or self.packed)
         norm = 1.0 / prop  # n_i = y_i / prop_i
-        keys = self._class_keys(problem)
+        keys = self._class_keys(problem, entities is not None)
         fill = Filling(frozen=np.zeros(problem.n_jobs, dtype=bool), level=np.zeros(problem.n_jobs))
         big_m = None
         while fill.iterations < MAX_ITERATIONS:
             fill.iterations += 1
-            weights = self._weights(problem, fill.frozen)
+            weights = self._weights(problem, fill.frozen, entities)
             active = (~fill.frozen) & (weights > 0)
             if not active.any():
                 break
             started = time.perf_counter()
             space = build_space(
-                problem, seen, *keys, fill.frozen.astype(float), packed=self.packed, aggregate=self.aggregate
+                problem,
+                seen,
+                *keys,
+                fill.frozen.astype(float),
+                packed=self.packed,
+                aggregate=self.aggregate,
+                keep_barred=True,  # frozen at level 0 by the first raise
             )
             norm_c = norm[space.classes.representative]
             if big_m is None:

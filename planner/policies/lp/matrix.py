@@ -195,10 +195,15 @@ class LPBuilder:
         start = np.zeros(rows.n + 1, dtype=np.int32)
         np.cumsum(rows.lengths, out=start[1:])
         integer = np.concatenate(self._integer)[order] if self._integer else np.zeros(0, dtype=bool)
+        cost = np.where(fixed, 0.0, np.asarray(cost, dtype=float))[order]
+        lower, upper = lower[order], upper[order]
+        if not self.n_vars:  # e.g. every job barred by a tenant quota: HiGHS calls a model without
+            # columns 'Empty', not optimal; one column fixed at 0 that no variable uses solves it
+            cost, lower, upper, integer = np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1, dtype=bool)
         lp = MatrixLP(
-            cost=np.where(fixed, 0.0, np.asarray(cost, dtype=float))[order],
-            lower=lower[order],
-            upper=upper[order],
+            cost=cost,
+            lower=lower,
+            upper=upper,
             row_start=start,
             row_index=column[rows.index].astype(np.int32),
             row_value=rows.value.astype(float),
