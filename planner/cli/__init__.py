@@ -13,6 +13,7 @@ from planner import __version__
 from planner.cli import capacity, compare, export, jobs, plan, policies, run, schedule, simulate, sweep, table
 from planner.cli.common import user_errors
 from planner.cli.help_format import hide_flag_types
+from planner.cli.trace_import import import_app as trace_import_app
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -52,8 +53,9 @@ def _register() -> None:
     app.command("sweep")(user_errors(sweep.sweep_command))
     app.command("compare")(user_errors(compare.compare_command))
     app.command("capacity")(user_errors(capacity.capacity_command))
-    trace_app = typer.Typer(no_args_is_help=True, help="Generate job traces (Gavel's generator).")
+    trace_app = typer.Typer(no_args_is_help=True, help="Generate job traces (Gavel's generator) or import public ones.")
     trace_app.command("generate")(user_errors(simulate.trace_generate_command))
+    trace_app.add_typer(trace_import_app, name="import")
     app.add_typer(trace_app, name="trace")
     app.command("export")(user_errors(export.export_command))
     app.command("run")(user_errors(run.run_command))
