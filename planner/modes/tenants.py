@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from planner.errors import InputError
@@ -193,18 +194,19 @@ def _percent(value: float | None) -> str:
 
 
 def _hours(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 3600:.2f} h"
+    return "-" if seconds is None else f"{seconds / 3600:.2f}"
 
 
+# Short headers: the table fits 80 columns (a pipe, a CI log); times in hours (the caption says so).
 TENANT_COLUMNS = (
     "tenant",
     "jobs",
-    "finished",
-    "weight share",
-    "GPU-hours",
-    "GPU share",
+    "done",
+    "weight",
+    "GPU-h",
+    "GPU %",
     "quota use",
-    "mean JCT",
+    "avg JCT",
     "p90 JCT",
 )
 
@@ -221,7 +223,7 @@ def tenant_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
                 str(t["jobs"]),
                 str(t["finished"]),
                 _percent(t.get("weight_share")),
-                f"{t['gpu_s'] / 3600:.1f}",
+                f"{t['gpu_s'] / 3600:,.0f}",
                 _percent(t["gpu_share"]),
                 ", ".join(f"{w} {_percent(u)}" for w, u in use.items()) or "-",
                 _hours(t["jct_s"]["mean"]),
@@ -233,9 +235,15 @@ def tenant_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
 
 def tenant_table(summary: Mapping[str, Mapping[str, Any]], title: str = "tenants") -> Table:
     """The summary as a rich table (print it with a rich Console)."""
-    table = Table(title=title)
+    table = Table(
+        title=title,
+        caption="weight: share of the weights; GPU %: share of the GPU time; JCT in hours",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
+    )
     for column in TENANT_COLUMNS:
-        table.add_column(column, justify="left" if column in ("tenant", "quota use") else "right")
+        table.add_column(column, justify="left" if column in ("tenant", "quota use") else "right", no_wrap=True)
     for row in tenant_rows(summary):
         table.add_row(*row)
     return table
