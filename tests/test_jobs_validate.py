@@ -17,6 +17,7 @@ from planner.formats.jobs import MAX_LISTED, JobListError, check_jobs, read_jobs
 from planner.formats.table import read_table
 
 runner = CliRunner()
+NO_SCALE_ESTIMATE = ("--max-scale-extrapolation", "1")  # x8 from x1, x2, x4 would be 2x beyond: refused
 CLUSTER = DATA / "cluster.yaml"
 HEADER = "job_id,model,batch_size,scale_factor,duration_s,command"
 
@@ -26,7 +27,8 @@ FAULTY = [
     "chat-b,gemma-2b-sft,16,1,3600,python finetune.py --lr 3e-4",  # 2: the same, another row
     "vision-a,Resnet-18,64,1,7200,python train.py",  # 3: unknown model, a typo
     "vision-b,ResNet-50,48,1,7200,python train.py",  # 4: unknown batch size
-    "vision-c,ResNet-50,64,8,7200,python train.py",  # 5: a scale factor the table has no row for
+    "vision-c,ResNet-50,64,8,7200,python train.py",  # 5: a scale factor the table has no row for (and, with
+    # NO_SCALE_ESTIMATE, none estimated: by default x8 is estimated from x1, x2, x4, a warning)
     "lm-a,LM,40,2,3600,python lm.py --name 'big",  # 6: valid; no t4 row (gappy table), unsplittable
     "lm-a,LM,20,1,3600,python lm.py",  # 7: duplicate id
     "tf-a,Transformer,64,16,3600,python tf.py",  # 8: larger than any worker type
@@ -55,7 +57,7 @@ def _validate(jobs: Path, table: Path, cluster: Path = CLUSTER, *extra: str):
 
 def test_every_fault_is_reported_in_one_run_with_its_remedy(tmp_path, gappy):
     jobs = _jobs(tmp_path, FAULTY)
-    result = _validate(jobs, gappy)
+    result = _validate(jobs, gappy, CLUSTER, *NO_SCALE_ESTIMATE)
     assert result.exit_code == 2, result.output
     err = result.stderr
     expected = [
@@ -89,7 +91,7 @@ def test_every_fault_is_reported_in_one_run_with_its_remedy(tmp_path, gappy):
 
 def test_json_lists_the_same_problems(tmp_path, gappy):
     jobs = _jobs(tmp_path, FAULTY)
-    result = _validate(jobs, gappy, CLUSTER, "--json")
+    result = _validate(jobs, gappy, CLUSTER, "--json", *NO_SCALE_ESTIMATE)
     assert result.exit_code == 2
     report = json.loads(result.stdout)
     assert report["format"] == "rota.jobs-validation/v1"
@@ -176,7 +178,7 @@ def test_plan_lists_every_error_at_once(tmp_path, gappy):
     jobs = _jobs(tmp_path, FAULTY)
     out = tmp_path / "schedule.json"
     args = ["plan", "--table", str(gappy), "--jobs", str(jobs), "--cluster", str(CLUSTER), "--out", str(out)]
-    result = runner.invoke(app, args)
+    result = runner.invoke(app, [*args, *NO_SCALE_ESTIMATE])
     assert result.exit_code == 2 and not out.exists()
     text = result.stderr
     assert f"error: {jobs}: 6 problems in the job list:" in text

@@ -414,3 +414,17 @@ def test_a_job_type_missing_a_row_is_said_once_per_run(tmp_path):
     said = [e["text"] for e in _events(tmp_path) if e["event"] == "warning" and "has no t4 row" in e.get("text", "")]
     assert len(said) == 1 and said[0].startswith("LM (batch size 20) (1 job) has no t4 row"), said
     assert len([e for e in _events(tmp_path) if e["event"] == "round_start"]) > 1  # several rounds, one warning
+
+
+def test_a_scale_factor_the_table_lacks_is_estimated_said_once_and_run(tmp_path):
+    # The table has ResNet-18 (64) at 1, 2 and 4 GPUs; an 8-GPU job of it used to stop the loop
+    # at start-up. Its rows are estimated, said once, and the job runs, also after a restart.
+    rows = {"a": ("ResNet-18,64,1", 3000), "big": ("ResNet-18,64,8", 3000)}
+    loop, fake = _loop(tmp_path, {}, rows)
+    assert loop.run().status == 0
+    said = [e["text"] for e in _events(tmp_path) if e["event"] == "warning" and "x8" in e.get("text", "")]
+    assert len(said) == 1 and said[0].startswith("ResNet-18 (batch size 64)"), said
+    assert _status(tmp_path) == {"a": "finished", "big": "finished"}
+    again, _ = _loop(tmp_path, {}, rows, fake=fake, jobs=False)  # continued from the state alone
+    again.resume()
+    assert any(jt.scale_factor == 8 and jt.model == "ResNet-18" for jt in again.table.job_types)

@@ -10,7 +10,8 @@ import typer
 from rich import box
 from rich.table import Table
 
-from planner.cli.common import check_method, out, progress_bar, styled
+from planner.cli.common import check_method, err, one_line, out, progress_bar, styled
+from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_OPTION
 from planner.cli.round_length import AUTO, parse_round_length, round_length_option
 from planner.cli.simulate import (
     INCOMPLETE_EXIT,
@@ -21,9 +22,9 @@ from planner.cli.simulate import (
     seed_option,
 )
 from planner.errors import InputError
+from planner.estimate.scaling import ScaleOptions, read_trace_scaled
 from planner.formats.atomic import write_text_atomic
 from planner.formats.inputs import load_cluster, load_table
-from planner.formats.trace import read_trace
 from planner.modes.compare import AWARE_VERSION, OBJECTIVES, Comparison, compare_policies, default_policies
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.compare_figure import plot_comparison
@@ -50,6 +51,8 @@ def compare_command(
     migration_aware: bool = MIGRATION_AWARE_OPTION,
     max_active: Optional[int] = MAX_ACTIVE_OPTION,
     max_hours: Optional[float] = MAX_HOURS_OPTION,
+    max_scale: float = MAX_SCALE_DEFAULT_OPTION,
+    scale_efficiency: Optional[float] = SCALE_EFFICIENCY_DEFAULT_OPTION,
     plot: Optional[Path] = typer.Option(None, "--plot", help="Also draw the comparison (.png or .svg)."),
     out_path: Optional[Path] = typer.Option(None, "--out", "-o", help="Also write the comparison as JSON."),
     as_json: bool = typer.Option(False, "--json", help="Print the comparison as JSON instead of tables."),
@@ -71,7 +74,11 @@ def compare_command(
     named = _policies(policies) if policies is not None else None
     thr = load_table(table)
     spec = load_cluster(cluster)
-    job_list = read_trace(jobs, thr, spec)
+    read = read_trace_scaled(jobs, thr, spec, ScaleOptions(max_scale, scale_efficiency))
+    thr, job_list = read.table, read.jobs
+    if not as_json:
+        for line in read.warnings:
+            err.print(styled("[yellow]warning:[/] ") + one_line(line), highlight=False, soft_wrap=True)
     chosen = named if named is not None else default_policies(thr, spec)
     with progress_bar("[bold]compare[/]", "policies {task.fields[last]}", hidden=as_json) as bar:
         task = bar.add_task("compare", total=len(chosen), last="")
@@ -92,13 +99,14 @@ def compare_command(
             max_time_s=None if max_hours is None else max_hours * 3600.0,
             on_policy=lambda o, done, total: bar.update(task, completed=done, last=o.policy),
         )
+    document = {**result.to_json(), "estimated_scale_factors": read.to_json()}
     title = f"{len(job_list)} jobs from {jobs.name} on {_cluster_text(spec)}"
     if out_path is not None:
-        write_text_atomic(out_path, json.dumps(result.to_json(), indent=1) + "\n")
+        write_text_atomic(out_path, json.dumps(document, indent=1) + "\n")
     if plot is not None:
         plot_comparison(result, plot, title=title)
     if as_json:
-        out.print_json(json.dumps(result.to_json()))
+        out.print_json(json.dumps(document))
     else:
         _print(result, title)
         for path in (out_path, plot):

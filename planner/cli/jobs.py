@@ -9,14 +9,23 @@ any node, and commands a launcher refuses (`planner.export.common`) or a shell c
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
 from planner.cli.common import err, one_line, styled, user_errors
 from planner.cli.common import out as stdout
+from planner.estimate.scaling import (
+    DEFAULT_MAX_FACTOR,
+    EFFICIENCY_HELP,
+    MAX_FACTOR_HELP,
+    JobsRead,
+    ScaleOptions,
+    check_jobs_scaled,
+)
 from planner.export.common import control_character
 from planner.formats.cluster import Cluster
 from planner.formats.coverage import missing_cells
@@ -24,7 +33,6 @@ from planner.formats.inputs import load_cluster, load_table
 from planner.formats.jobs import (
     JobListCheck,
     Problem,
-    check_jobs,
     node_warnings,
     read_job_list,
 )
@@ -33,6 +41,36 @@ from planner.formats.table import JobType, ThroughputTable
 jobs_app = typer.Typer(no_args_is_help=True, help="Check job lists.")
 
 JSON_FORMAT = "rota.jobs-validation/v1"
+
+
+def _max_factor(value: float) -> float:
+    """Typer callback: a finite factor >= 1."""
+    if not (math.isfinite(value) and value >= 1.0):
+        raise typer.BadParameter(f"must be a number >= 1, got {value:g}")
+    return value
+
+
+def _efficiency(value: float | None) -> float | None:
+    """Typer callback: None, or an efficiency in (0, 1]."""
+    if value is not None and not (math.isfinite(value) and 0.0 < value <= 1.0):
+        raise typer.BadParameter(f"must be in (0, 1], got {value:g}")
+    return value
+
+
+# The estimation of missing scale factors (planner/estimate/scaling.py), for every command that reads
+# a job list or trace: --max-scale-extrapolation F --scale-efficiency E (with --strict-cells: none).
+# For Annotated parameters:
+MAX_SCALE_OPTION = typer.Option(
+    "--max-scale-extrapolation", metavar="FACTOR", callback=_max_factor, help=MAX_FACTOR_HELP
+)
+SCALE_EFFICIENCY_OPTION = typer.Option("--scale-efficiency", metavar="E", callback=_efficiency, help=EFFICIENCY_HELP)
+# For parameters whose default is the option (`max_scale: float = MAX_SCALE_DEFAULT_OPTION`):
+MAX_SCALE_DEFAULT_OPTION = typer.Option(
+    DEFAULT_MAX_FACTOR, "--max-scale-extrapolation", metavar="FACTOR", callback=_max_factor, help=MAX_FACTOR_HELP
+)
+SCALE_EFFICIENCY_DEFAULT_OPTION = typer.Option(
+    None, "--scale-efficiency", metavar="E", callback=_efficiency, help=EFFICIENCY_HELP
+)
 
 
 def validate_command(
@@ -55,8 +93,18 @@ def validate_command(
         typer.Option(
             "--json",
             help=f"Print one JSON object ({JSON_FORMAT}): jobs, table, cluster, valid, rows, valid_rows, errors, "
-            "warnings, unlisted, and problems[] with severity, rows (the first 1000), row_count, field, message "
-            "and remedy.",
+            "warnings, unlisted, problems[] with severity, rows (the first 1000), row_count, field, message "
+            "and remedy, and estimated_scale_factors[] (the job types whose GPU count was estimated).",
+        ),
+    ] = False,
+    max_scale: Annotated[float, MAX_SCALE_OPTION] = DEFAULT_MAX_FACTOR,
+    scale_efficiency: Annotated[Optional[float], SCALE_EFFICIENCY_OPTION] = None,
+    strict_cells: Annotated[
+        bool,
+        typer.Option(
+            "--strict-cells",
+            help="Check as 'rota plan --strict-cells' plans: no scale factor is estimated, and a job type with "
+            "no row on a worker type of the cluster it would fit is an error.",
         ),
     ] = False,
 ) -> None:
@@ -68,8 +116,9 @@ def validate_command(
     control character, which 'rota export' and 'rota run' refuse.
     Warnings (exit status 0): job types with no table row on some worker
     type (they will not run there), gangs larger than any node, commands
-    a shell cannot split. The same problem in several rows is one entry
-    that names them all.
+    a shell cannot split, and scale factors (GPU counts) the table lacks
+    that 'rota plan' estimates from the job type's other scale factors.
+    The same problem in several rows is one entry that names them all.
 
     Example:
 
@@ -78,13 +127,17 @@ def validate_command(
     thr = load_table(table)
     spec = load_cluster(cluster)
     records, columns = read_job_list(jobs)
-    check = check_jobs(records, table=thr, cluster=spec, path=jobs, columns=columns)
+    scaling = ScaleOptions(max_scale, scale_efficiency, strict_cells)
+    check, read = check_jobs_scaled(records, table=thr, cluster=spec, path=jobs, columns=columns, options=scaling)
+    thr = read.table  # with the rows estimated for the list
     check.problems[:0] = _cluster_problems(thr, spec, table)
-    check.problems += _warnings(check, thr, spec, table)
+    check.problems += _scale_warnings(check, read) + _warnings(check, thr, spec, table, strict_cells)
     check.problems.sort(key=_order)
     valid = _valid_rows(check)
     if as_json:
-        typer.echo(json.dumps(_to_json(check, len(records), valid, jobs, table, cluster), indent=2))
+        summary = _to_json(check, len(records), valid, jobs, table, cluster)
+        summary["estimated_scale_factors"] = read.to_json()
+        typer.echo(json.dumps(summary, indent=2))
     else:
         _print(check, len(records), valid, jobs)
     if check.errors or check.unlisted:
@@ -120,14 +173,36 @@ def _cluster_problems(thr: ThroughputTable, spec: Cluster, table_path: Path) -> 
     ]
 
 
-def _warnings(check: JobListCheck, thr: ThroughputTable, spec: Cluster, table_path: Path) -> list[Problem]:
+def _warnings(
+    check: JobListCheck, thr: ThroughputTable, spec: Cluster, table_path: Path, strict: bool = False
+) -> list[Problem]:
     known = Cluster({w: t for w, t in spec.worker_types.items() if w in thr.worker_types}, spec.path)
-    problems = _missing_cell_warnings(check, thr, known, table_path) if known.worker_types else []
+    problems = _missing_cell_warnings(check, thr, known, table_path, strict) if known.worker_types else []
     return problems + node_warnings(check, thr, spec) + _command_problems(check)
 
 
-def _missing_cell_warnings(check: JobListCheck, thr: ThroughputTable, spec: Cluster, table_path: Path) -> list[Problem]:
-    """Job types with no solo row on some worker type they would fit: they will not run there."""
+def _scale_warnings(check: JobListCheck, read: JobsRead) -> list[Problem]:
+    """Job types whose scale factor the table lacks, estimated from their other scale factors."""
+    out = []
+    for estimate in read.estimates:
+        problem = Problem(
+            "warning",
+            f"{estimate.job_type.label} {estimate.message()}",
+            "scale_factor",
+            estimate.remedy(),
+        )
+        for job, row in zip(check.jobs, check.rows):
+            if job.job_type == estimate.job_type:
+                problem.add_row(row)
+        out.append(problem)
+    return out
+
+
+def _missing_cell_warnings(
+    check: JobListCheck, thr: ThroughputTable, spec: Cluster, table_path: Path, strict: bool = False
+) -> list[Problem]:
+    """Job types with no solo row on some worker type they would fit: they will not run there
+    (an error with --strict-cells, which `rota plan` then refuses)."""
     rows: dict[JobType, list[int]] = {}
     for job, row in zip(check.jobs, check.rows):
         rows.setdefault(job.job_type, []).append(row)
@@ -137,7 +212,7 @@ def _missing_cell_warnings(check: JobListCheck, thr: ThroughputTable, spec: Clus
         types = ", ".join(cells.worker_types)
         noun, it = ("row", "it") if len(cells.worker_types) == 1 else ("rows", "them")
         problem = Problem(
-            "warning",
+            "error" if strict else "warning",
             f"{cells.job_type.label} has no {types} {noun} in the table: it will not run on {types}",
             "model",
             f"estimate the {noun}: rota table estimate {t} --out FULL.csv --solo (then plan with --table "

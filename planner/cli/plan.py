@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,24 +12,37 @@ import typer
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, state_input, styled
+from planner.cli.jobs import (
+    MAX_SCALE_DEFAULT_OPTION,
+    MAX_SCALE_OPTION,
+    SCALE_EFFICIENCY_DEFAULT_OPTION,
+    SCALE_EFFICIENCY_OPTION,
+)
 from planner.cli.round_length import AUTO, parse_round_length
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
+from planner.estimate.scaling import (
+    DEFAULT_MAX_FACTOR,
+    ScaleEstimate,
+    ScaleOptions,
+    extend_for,
+    job_list_scale_gaps,
+    read_jobs_scaled,
+)
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
 from planner.formats.coverage import missing_cells, refuse_missing
 from planner.formats.files import read_text, same_file
-from planner.formats.jobs import read_jobs
 from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule
 from planner.formats.state import DEFAULT_LOCK_TIMEOUT_S, StateDocument, state_lock
-from planner.formats.table import read_table
+from planner.formats.table import ThroughputTable, read_table, write_table
 from planner.modes.collector import collector_paused
-from planner.modes.next_round import next_round, replayed_round
+from planner.modes.next_round import DEFAULT_POLICY, next_round, replayed_round
 from planner.modes.plan import PlanOptions, plan_batch, restart_summary, schedule_files, write_plan_outputs
 from planner.modes.state import read_progress, read_state
-from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES
+from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES, check_tenants
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.text import duration
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -50,7 +64,8 @@ MIGRATION_AWARE_KEPT_OPTION = typer.Option(
 )
 STRICT_CELLS_HELP = (
     "Refuse a job list whose job types have no table row on a worker type of the cluster they would "
-    "fit (by default the plan warns once per job type, and they do not run there)."
+    "fit (by default the plan warns once per job type, and they do not run there), or no row at their "
+    "scale factor (by default estimated from the job type's other scale factors, with a warning)."
 )
 STRICT_CELLS_OPTION = typer.Option("--strict-cells", help=STRICT_CELLS_HELP)  # for Annotated parameters
 
@@ -122,6 +137,8 @@ def plan(
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
     strict_cells: bool = typer.Option(False, "--strict-cells", help=STRICT_CELLS_HELP),
+    max_scale: float = MAX_SCALE_DEFAULT_OPTION,
+    scale_efficiency: Optional[float] = SCALE_EFFICIENCY_DEFAULT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON instead of tables."),
 ):
     """Plan a batch of jobs: policy allocation, then round-by-round GPU assignments.
@@ -159,6 +176,8 @@ def plan(
             restart_cost=restart_cost,
             migration_aware=migration_aware or None,  # not given: the state's
             strict_cells=strict_cells,
+            max_scale=max_scale,
+            scale_efficiency=scale_efficiency,
         )
     if progress is not None:
         raise InputError("--progress needs --state (next-round mode)", field="--progress")
@@ -192,12 +211,14 @@ def plan(
         horizon_s=horizon_s,
         strict_cells=strict_cells,
     )
+    scaling = ScaleOptions(max_scale, scale_efficiency, strict_cells)
+    planned_table, scaled = _estimate_scale_factors(table, jobs, cluster, scaling, scaled_table_path(out_path))
     # A plan of K rounds is bounded work: no collector passes over its many small objects.
     with collector_paused((options.rounds is not None or horizon_s is not None) and not until_done):
         with progress_bar("planning", "jobs finished", hidden=as_json) as bar:
             task = bar.add_task("plan", total=None)
             planned = plan_batch(
-                table,
+                planned_table,
                 jobs,
                 cluster,
                 options,
@@ -205,7 +226,7 @@ def plan(
             )
         schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
         write_plan_outputs(schedule, out_path, csv_path)
-    warnings = [cells.describe() for cells in planned.missing_cells]
+    warnings = [e.describe() for e in scaled] + [cells.describe() for cells in planned.missing_cells]
     if options.policy.endswith("_SLOs") and all(job.slo_s is None for job in planned.jobs):
         warnings.append(f"no job in {jobs} has an slo_s, so {options.policy} planned without deadlines")
     if as_json:
@@ -225,6 +246,8 @@ def plan(
                     "round_length": None if planned.round_choice is None else planned.round_choice.to_json(),
                     "warnings": warnings,
                     "missing_cells": [cells.to_json() for cells in planned.missing_cells],
+                    "estimated_scale_factors": [e.to_json() for e in scaled],
+                    "planned_table": str(planned_table),
                 }
             )
         )
@@ -233,7 +256,47 @@ def plan(
         err.print(styled("[yellow]warning:[/] ") + one_line(warning), highlight=False, soft_wrap=True)
     if planned.round_choice is not None:
         out.print(planned.round_choice.reason, highlight=False, soft_wrap=True)
+    if scaled:
+        out.print(_scaled_note(scaled, table, planned_table), highlight=False, soft_wrap=True)
     _print_plan_summary(schedule, result, out_path, csv_path, estimated, planned.restart_note)
+
+
+def scaled_table_path(out_path: Path) -> Path:
+    """Where a plan writes the table it planned with when it estimated rows: beside its schedule
+    (out/schedule.json -> out/schedule.table.csv), or its state (state.json -> state.table.csv)."""
+    return out_path.with_name(f"{out_path.stem}.table.csv")
+
+
+def _write_scaled_table(table: ThroughputTable, path: Path, given: str | Path) -> None:
+    write_table(table, path, replaces_input=same_file(path, given))  # replanning from it: updated in place
+
+
+def _estimate_scale_factors(
+    table: Path, jobs: Path, cluster: Path, scaling: ScaleOptions, side: Path
+) -> tuple[Path, list[ScaleEstimate]]:
+    """The table to plan with: `table`, or, when the job list has job types the table has at other
+    scale factors only, `table` with rows estimated for them, written to `side` (so that the schedule
+    names the rows it was planned with, and exports check against them). Every fault of the job list
+    is raised here, a job type that could not be estimated among them (with --strict-cells, any)."""
+    spec = read_cluster(cluster)
+    thr = read_table(table)
+    require_table_rows(spec, thr, table)  # plan_batch's checks, in its order
+    if not job_list_scale_gaps(jobs, thr, spec):  # one row per job type checked: the common case costs little
+        return table, []
+    read = read_jobs_scaled(jobs, table=thr, cluster=spec, options=scaling)
+    if not read.estimates:
+        return table, []
+    _write_scaled_table(read.table, side, table)
+    return side, read.estimates
+
+
+def _scaled_note(scaled: list[ScaleEstimate], table: object, planned_table: object) -> str:
+    rows = sum(len(e.workers) for e in scaled)
+    kinds = "1 job type" if len(scaled) == 1 else f"{len(scaled)} job types"
+    return (
+        f"note: planned with {planned_table}: {table} plus {rows} estimated row(s) for the scale factors of {kinds} "
+        "it lacks (the schedule names it)"
+    )
 
 
 def check_entity_options(
@@ -444,6 +507,8 @@ def plan_next_round_command(
     restart_cost: Annotated[Optional[float], RESTART_COST_KEPT_OPTION] = None,
     migration_aware: Annotated[Optional[bool], MIGRATION_AWARE_KEPT_OPTION] = None,
     strict_cells: Annotated[bool, STRICT_CELLS_OPTION] = False,
+    max_scale: Annotated[float, MAX_SCALE_OPTION] = DEFAULT_MAX_FACTOR,
+    scale_efficiency: Annotated[Optional[float], SCALE_EFFICIENCY_OPTION] = None,
 ):
     """Plan the next round(s) from the saved state and the progress a launcher reports.
 
@@ -490,6 +555,8 @@ def plan_next_round_command(
             migration_aware,
             parsed == AUTO,
             strict_cells,
+            ScaleOptions(max_scale, scale_efficiency, strict_cells),
+            scaled_table_path(target),
         )
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
@@ -527,6 +594,8 @@ def _plan_next(
     migration_aware=None,
     round_auto=False,
     strict_cells=False,
+    scaling: ScaleOptions | None = None,
+    side: Path | None = None,
 ):
     table_path = table or state_input(saved and saved.get("inputs"), "table", state)
     cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
@@ -539,9 +608,23 @@ def _plan_next(
             path=state,
         )
     spec = read_cluster(cluster_path)
+    check_tenants(policy or (document.policy.name if document is not None else DEFAULT_POLICY), spec)
     thr = read_table(table_path)
     require_table_rows(spec, thr, table_path)
-    job_list = read_jobs(jobs, table=thr, cluster=spec) if jobs is not None else None
+    scaling = scaling or ScaleOptions(strict=strict_cells)
+    # Rows for the scale factors the table lacks: for the state's jobs (said, or refused under --strict-cells,
+    # when they were added), then the list's.
+    known = [entry.job.job_type for entry in document.jobs] if document is not None else []
+    extended = extend_for(thr, known, spec, replace(scaling, strict=False)).table
+    read = read_jobs_scaled(jobs, table=extended, cluster=spec, options=scaling) if jobs is not None else None
+    job_list = read.jobs if read is not None else None
+    scaled = [e for e in read.estimates if e.job_type not in set(known)] if read is not None else []
+    if read is not None:
+        extended = read.table
+    if extended is not thr and side is not None:  # the rounds name the rows they were planned with
+        _write_scaled_table(extended, side, table_path)
+        table_path = side
+    thr = extended
     # Said by the call that starts the plan; checked on every call that gives jobs under --strict-cells.
     missing = missing_cells(thr, job_list, spec) if job_list is not None and (saved is None or strict_cells) else []
     if strict_cells:
@@ -573,6 +656,7 @@ def _plan_next(
     )
     if saved is None:
         result.warnings[:0] = [cells.describe() for cells in missing]
+    result.warnings[:0] = [e.describe() for e in scaled]
     return result
 
 

@@ -8,9 +8,11 @@ from typing import Annotated, Any, Optional
 import typer
 
 from planner.cli.common import err, one_line, state_input
+from planner.cli.jobs import MAX_SCALE_OPTION, SCALE_EFFICIENCY_OPTION
 from planner.cli.plan import MIGRATION_AWARE_KEPT_OPTION, RESTART_COST_KEPT_OPTION
 from planner.cli.round_length import AUTO, parse_round_length
 from planner.errors import InputError
+from planner.estimate.scaling import DEFAULT_MAX_FACTOR, ScaleOptions
 from planner.formats.state import StateDocument
 from planner.launch import launcher_name, make_launcher
 from planner.launch.events import EventLog
@@ -105,6 +107,8 @@ def run_command(
     live: Annotated[bool, typer.Option(help="Live view on a terminal (else event lines on stderr).")] = True,
     restart_cost: Annotated[Optional[float], RESTART_COST_KEPT_OPTION] = None,
     migration_aware: Annotated[Optional[bool], MIGRATION_AWARE_KEPT_OPTION] = None,
+    max_scale: Annotated[float, MAX_SCALE_OPTION] = DEFAULT_MAX_FACTOR,
+    scale_efficiency: Annotated[Optional[float], SCALE_EFFICIENCY_OPTION] = None,
 ):
     """Run the round loop on a real cluster until every job has finished or failed.
 
@@ -171,6 +175,7 @@ def run_command(
         default_command=default_command,
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
+        scaling=ScaleOptions(max_scale, scale_efficiency),
     )
     adapter = make_launcher(name, **launcher_options)
     stop = StopRequest()

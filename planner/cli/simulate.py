@@ -23,12 +23,14 @@ from planner.cli.common import (
     progress_bar,
     styled,
 )
+from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_OPTION
 from planner.cli.round_length import AUTO, parse_round_length, round_length_option
 from planner.errors import InputError
+from planner.estimate.scaling import ScaleOptions, extend_for, read_trace_scaled
 from planner.formats.atomic import write_text_atomic
-from planner.formats.coverage import missing_cells
+from planner.formats.coverage import missing_cells, refuse_missing
 from planner.formats.inputs import load_cluster, load_table
-from planner.formats.trace import read_trace, write_trace
+from planner.formats.trace import write_trace
 from planner.modes.generator import (
     MAX_JOBS,
     MAX_RATE_PER_HOUR,
@@ -69,6 +71,12 @@ RESTART_COST_OPTION = typer.Option(
     callback=finite,
     help="Seconds every (re)start of a job on new GPUs costs, overriding the table's "
     "startup/checkpoint columns and the cluster's restart_s (default: those, else 0).",
+)
+STRICT_CELLS_OPTION = typer.Option(
+    False,
+    "--strict-cells",
+    help="Refuse a trace whose job types have no table row on a worker type they would fit, or none at "
+    "their scale factor (by default: a warning, and an estimate from the job type's other scale factors).",
 )
 # Shared with `rota compare`.
 MAX_ACTIVE_OPTION = typer.Option(
@@ -245,6 +253,9 @@ def simulate_command(
     max_hours: Optional[float] = MAX_HOURS_OPTION,
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
+    max_scale: float = MAX_SCALE_DEFAULT_OPTION,
+    scale_efficiency: Optional[float] = SCALE_EFFICIENCY_DEFAULT_OPTION,
+    strict_cells: bool = STRICT_CELLS_OPTION,
     out_dir: Path = typer.Option(Path("out/simulation"), "--out", "-o", help="Folder for jobs.csv and summary.json."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary JSON instead of tables."),
 ):
@@ -267,11 +278,13 @@ def simulate_command(
     if trace is not None and num_jobs is not None:
         raise InputError("give either --trace or generator options (--num-jobs / --rate), not both", field="--trace")
 
-    trace_jobs = read_trace(trace, thr, spec) if trace is not None else None
-    missing = missing_cells(thr, trace_jobs, spec) if trace_jobs is not None else []
-    if not as_json:  # a job type that silently never runs on some GPUs would bend every measure
-        for cells in missing:
-            err.print(styled("[yellow]warning:[/] ") + one_line(cells.describe()), highlight=False, soft_wrap=True)
+    scaled, missing = None, []
+    if trace is not None:
+        scaled, missing, decide = _read_replayed(
+            trace, thr, decide, spec, ScaleOptions(max_scale, scale_efficiency, strict=strict_cells), quiet=as_json
+        )
+        thr = scaled.table  # with rows estimated for missing scale factors: the simulation's truth for them
+    trace_jobs = None if scaled is None else scaled.jobs
 
     def workload():
         if trace_jobs is not None:
@@ -325,7 +338,24 @@ def simulate_command(
     result = _run_with_progress(
         thr, spec, workload(), config, policy, quiet=as_json, reference=reference, decision_table=decide, stop=True
     )
-    _report(result, summary_inputs(table, cluster, trace, decision_table), missing, auto, policy, out_dir, as_json)
+    estimated = [] if scaled is None else scaled.to_json()
+    inputs = summary_inputs(table, cluster, trace, decision_table)
+    _report(result, inputs, missing, estimated, auto, policy, out_dir, as_json)
+
+
+def _read_replayed(trace: Path, thr, decide, spec, scaling: ScaleOptions, *, quiet: bool):
+    """The trace's jobs (with scale factors the table lacks estimated), the missing cells, and the
+    decision table extended the same way; warnings said once each (--strict-cells: refused)."""
+    scaled = read_trace_scaled(trace, thr, spec, scaling)
+    if scaled.estimates and decide is not None:
+        decide = extend_for(decide, [e.job_type for e in scaled.estimates], spec, scaling).table
+    missing = missing_cells(scaled.table, scaled.jobs, spec)
+    if scaling.strict:
+        refuse_missing(missing, thr.path)
+    if not quiet:  # a job type that silently never runs on some GPUs would bend every measure
+        for line in [*scaled.warnings, *(c.describe() for c in missing)]:
+            err.print(styled("[yellow]warning:[/] ") + one_line(line), highlight=False, soft_wrap=True)
+    return scaled, missing, decide
 
 
 def summary_inputs(table, cluster, trace, decision_table) -> dict:
@@ -337,7 +367,7 @@ def summary_inputs(table, cluster, trace, decision_table) -> dict:
     }
 
 
-def _report(result, inputs: dict, missing, auto, policy: str, out_dir: Path, as_json: bool) -> None:
+def _report(result, inputs: dict, missing, estimated, auto, policy: str, out_dir: Path, as_json: bool) -> None:
     """Write jobs.csv and summary.json, print the summary; an incomplete run exits non-zero."""
     summary = {
         "format": "rota.simulation/v1",
@@ -349,6 +379,7 @@ def _report(result, inputs: dict, missing, auto, policy: str, out_dir: Path, as_
         "workload": result.workload,
         "metrics": result.metrics,
         "missing_cells": [cells.to_json() for cells in missing],
+        "estimated_scale_factors": estimated,
     }
     if auto is not None:
         summary["round_length"] = auto.to_json()

@@ -11,10 +11,11 @@ from rich import box
 from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, err, one_line, out, progress_bar, styled
+from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_OPTION
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite, parse_window
 from planner.errors import InputError
+from planner.estimate.scaling import ScaleOptions, read_trace_scaled
 from planner.formats.inputs import load_cluster, load_table
-from planner.formats.trace import read_trace
 from planner.modes.sweep import (
     MAX_JOBS,
     MAX_WORKERS,
@@ -94,6 +95,8 @@ def sweep_command(
     ),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
+    max_scale: float = MAX_SCALE_DEFAULT_OPTION,
+    scale_efficiency: Optional[float] = SCALE_EFFICIENCY_DEFAULT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
 ):
     """Sweep policies x input rates x seeds in parallel; plot JCT vs load and JCT CDFs (paper Figs. 8-10).
@@ -135,7 +138,9 @@ def sweep_command(
     for name in names:
         check_tenants(name, spec_cluster)  # a policy that cannot keep the cluster's tenant quotas
     if trace is not None:
-        read_trace(trace, thr, spec_cluster)
+        read = read_trace_scaled(trace, thr, spec_cluster, ScaleOptions(max_scale, scale_efficiency))
+        for line in [] if as_json else read.warnings:
+            err.print(styled("[yellow]warning:[/] ") + one_line(line), highlight=False, soft_wrap=True)
     spec = SweepSpec(
         table=str(table),
         cluster=cluster,
@@ -153,6 +158,8 @@ def sweep_command(
         max_active_jobs=max_active,
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
+        max_scale_extrapolation=max_scale,
+        scale_efficiency=scale_efficiency,
     )
     if gavel_compat and (restart_cost or migration_aware):
         raise InputError(

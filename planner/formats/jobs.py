@@ -38,7 +38,7 @@ from planner.formats.fields import (
     whole,
 )
 from planner.formats.files import read_csv_records, read_json
-from planner.formats.table import JobType, ThroughputTable
+from planner.formats.table import JobType, ThroughputTable, is_estimate
 
 JOBS_FORMAT = "rota.jobs/v1"
 
@@ -121,6 +121,15 @@ class JobError(InputError):
 
 def _fault(at: Where, field: str, reason: str, remedy: str | None = None) -> JobError:
     return JobError(reason, path=at.path, row=at.row, field=field, remedy=remedy)
+
+
+class ScaleGap(JobError):
+    """A row whose job type the table has at other scale factors only: the one fault a table
+    extended with estimated rows (planner.estimate.scaling) can lift. `job_type`: the missing one."""
+
+    def __init__(self, job_type: JobType, reason: str, *, at: Where, remedy: str):
+        super().__init__(reason, path=at.path, row=at.row, field="scale_factor", remedy=remedy)
+        self.job_type = job_type
 
 
 def _reason(exc: InputError) -> str:
@@ -212,6 +221,8 @@ class JobListCheck:
     problems: list[Problem] = field(default_factory=list)
     unlisted: int = 0  # faults found after MAX_KEPT problems were kept (counted, not listed)
     first: InputError | None = None  # the first error as raised
+    # job types of rows whose fault is a ScaleGap (the table has them at other scale factors only)
+    scale_gaps: dict[JobType, None] = field(default_factory=dict)
     _index: dict[tuple[str, str | None, str, str | None], Problem] = field(default_factory=dict, repr=False)
 
     @property
@@ -226,6 +237,8 @@ class JobListCheck:
         """`exc`'s fault, merged into the problem of the same text when there is one."""
         if severity == "error" and self.first is None:
             self.first = exc
+        if isinstance(exc, ScaleGap):
+            self.scale_gaps[exc.job_type] = None
         remedy = exc.remedy if isinstance(exc, JobError) else None
         key = (severity, exc.field, _reason(exc), remedy)
         problem = self._index.get(key)
@@ -286,6 +299,9 @@ class _Inputs:
     # (model, batch_size, scale_factor) as written -> the job type they were found valid as: a job
     # list has thousands of rows of a few dozen types, and each check scans the table and cluster
     valid_types: dict[tuple[Any, Any, Any], JobType] = field(default_factory=dict)
+    # job types missing only their scale factor -> why no row was estimated for them (said in the error)
+    unestimated: Mapping[JobType, str] = field(default_factory=dict)
+    scale_texts: dict[tuple[str, int | None], str] = field(default_factory=dict)  # see scale_factors_text
 
 
 def _job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> JobType:
@@ -325,14 +341,17 @@ def _checked_job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> Job
         )
     job_type = JobType(model, batch, scale)
     if not any(table.has(w, job_type) for w in table.worker_types):
-        scales = sorted({t.scale_factor for t in table.job_types if (t.model, t.batch_size) == (model, batch)})
+        scales = inputs.scale_texts.get((model, batch))
+        if scales is None:
+            scales = inputs.scale_texts[(model, batch)] = scale_factors_text(table, model, batch)
         if scales:  # the model and batch size are there: the scale factor is what no row has
-            raise _fault(
-                at,
-                "scale_factor",
+            why = inputs.unestimated.get(job_type)
+            raise ScaleGap(
+                job_type,
                 f"no row for {short(job_type.label)} in the throughput table {table.path} "
-                f"(it has scale factors {', '.join(map(str, scales))})",
-                _scale_remedy(job_type, table.path),
+                f"(it has scale factors {scales})" + (f"; not estimated: {why}" if why else ""),
+                at=at,
+                remedy=scale_remedy(job_type, table.path),
             )
         raise _fault(
             at,
@@ -349,6 +368,22 @@ def _checked_job_type(raw: Mapping[str, Any], at: Where, inputs: _Inputs) -> Job
             _nowhere_remedy(job_type, inputs),
         )
     return job_type
+
+
+def scale_factors_text(table: ThroughputTable, model: str, batch: int | None) -> str:
+    """The scale factors the table has solo rows of (model, batch size) for: '1, 2, 4', or with
+    those whose rows are all estimates said apart ('1, 2, 4, 8; 16 estimated'); '' for none."""
+    measured: set[int] = set()
+    estimated: set[int] = set()
+    for r in table.rows:
+        if r["partner_model"] is None and r["model"] == model and r["batch_size"] == batch:
+            (estimated if is_estimate(r) else measured).add(r["scale_factor"])
+    text = ", ".join(map(str, sorted(measured)))
+    only_estimated = sorted(estimated - measured)
+    if not only_estimated:
+        return text
+    guessed = f"{', '.join(map(str, only_estimated))} estimated"
+    return f"{text}; {guessed}" if text else guessed
 
 
 # --------------------------------------------------------------------------- remedies
@@ -403,7 +438,7 @@ def _batch_remedy(job_type: JobType, inputs: _Inputs) -> str:
     )
 
 
-def _scale_remedy(job_type: JobType, table_path: object) -> str:
+def scale_remedy(job_type: JobType, table_path: object) -> str:
     sizes = f" --batch-sizes {job_type.batch_size}" if job_type.batch_size is not None else ""
     scale = job_type.scale_factor
     return (
@@ -512,10 +547,13 @@ def check_jobs(
     cluster: Cluster,
     path: object = "<jobs>",
     columns: Iterable[str] | None = None,
+    unestimated: Mapping[JobType, str] | None = None,
 ) -> JobListCheck:
     """Every row checked, by the same checks `parse_jobs` makes: the valid jobs, and every fault
     (a row with one is left out, and the next row checked; the same fault in several rows is
-    one problem naming them). Nothing is raised for a row."""
+    one problem naming them). Nothing is raised for a row. The job types of rows the table has at
+    other scale factors only are in `scale_gaps` (planner.estimate.scaling can add rows for them);
+    `unestimated`: why it did not, per job type, said in those rows' errors."""
     records = list(records)
     check = JobListCheck(path)
     _check_columns(dict.fromkeys(k for rec in records for k in rec) if columns is None else columns, check)
@@ -527,6 +565,7 @@ def check_jobs(
         cluster,
         frozenset(jt.model for jt in table.job_types),
         max(w.gpus for w in cluster.worker_types.values()),
+        unestimated=unestimated or {},
     )
     seen: dict[str, int] = {}
     for row, raw in enumerate(records, start=1):

@@ -12,7 +12,7 @@ import io
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,7 +21,7 @@ from planner.formats.atomic import write_text_atomic
 from planner.formats.cluster import Cluster
 from planner.formats.fields import TRACE, Where, check_range, parse_float, parse_int, short
 from planner.formats.files import read_text
-from planner.formats.jobs import Job, check_steps, read_jobs
+from planner.formats.jobs import Job, ScaleGap, check_steps, read_jobs, scale_factors_text, scale_remedy
 from planner.formats.table import JobType, ThroughputTable, split_model_label
 
 TRACE_COLUMNS = [
@@ -82,7 +82,7 @@ class _TraceLine(NamedTuple):
 def _columns(line: str, at: Where) -> list[str]:
     parts = line.split("\t")
     if len(parts) != len(TRACE_COLUMNS):
-        hint = " (old 7-column msr format is not supported)" if len(parts) == 7 else ""
+        hint = " (Gavel's 7-column msr format: convert it with 'rota trace import gavel')" if len(parts) == 7 else ""
         raise at.error(
             TRACE_COLUMNS[len(parts)] if len(parts) < len(TRACE_COLUMNS) else None,
             f"expected {len(TRACE_COLUMNS)} tab-separated columns "
@@ -111,21 +111,43 @@ def _parse_line(parts: list[str], at: Where) -> _TraceLine:
     )
 
 
+class _Known(NamedTuple):
+    """The table's job types, and its (model, batch size)s."""
+
+    job_types: frozenset[JobType]
+    families: frozenset[tuple[str, int | None]]
+
+    @classmethod
+    def of(cls, table: ThroughputTable) -> _Known:
+        return cls(frozenset(table.job_types), frozenset((jt.model, jt.batch_size) for jt in table.job_types))
+
+
 def _trace_job(
     line: _TraceLine,
     job_id: str,
     at: Where,
     table: ThroughputTable,
     cluster: Cluster | None,
-    known: frozenset[JobType],
+    known: _Known,
     biggest: int | None,
+    unestimated: Mapping[JobType, str],
 ) -> Job:
     scale = line.scale_factor
     if biggest is not None and scale > biggest:
         raise at.error("scale_factor", f"scale factor {scale} is larger than any worker type's GPU count ({biggest})")
     model, batch = split_model_label(line.label)
     job_type = JobType(model, batch, scale)
-    if job_type not in known:
+    if job_type not in known.job_types:
+        if (model, batch) in known.families:  # the model and batch size are there: the scale factor is what no row has
+            why = unestimated.get(job_type)
+            raise ScaleGap(
+                job_type,
+                f"no row for {short(job_type.label)} in the throughput table {table.path} "
+                f"(it has scale factors {scale_factors_text(table, model, batch)})"
+                + (f"; not estimated: {why}" if why else ""),
+                at=at,
+                remedy=scale_remedy(job_type, table.path),
+            )
         raise at.error("model", f"job type {short(job_type.label)} is not in the throughput table {table.path}")
     slo_s = None
     if line.slo > 0:  # a multiplier of the job's run time on the reference type (Gavel: of its duration)
@@ -142,17 +164,28 @@ def _trace_job(
     )
 
 
-def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: Cluster | None = None) -> list[Job]:
+def read_gavel_trace(
+    path: str | os.PathLike,
+    table: ThroughputTable,
+    cluster: Cluster | None = None,
+    *,
+    scale_gaps: MutableMapping[JobType, None] | None = None,
+    unestimated: Mapping[JobType, str] | None = None,
+) -> list[Job]:
     """Parse a Gavel `.trace` file; job ids are the 0-based line order (Gavel's ids).
 
     Rows are "line N" in messages (InputError's `row`). Arrival times must not
-    decrease, as Gavel asserts.
+    decrease, as Gavel asserts. The first fault is raised, except, with `scale_gaps`, a job
+    type the table has at other scale factors only: it is added to `scale_gaps` and its line
+    left out (planner.estimate.scaling estimates rows for them and reads the trace again);
+    `unestimated`: why no row was estimated, per job type, said in the error of such a line.
     """
     path = Path(path)
     text = read_text(path, "trace")
-    known = frozenset(table.job_types)
+    known = _Known.of(table)
     biggest = None if cluster is None else max(w.gpus for w in cluster.worker_types.values())
     jobs: list[Job] = []
+    number = 0
     previous = -math.inf
     for line_no, text_line in enumerate(text.splitlines(), start=1):
         if not text_line.strip():
@@ -166,7 +199,16 @@ def read_gavel_trace(path: str | os.PathLike, table: ThroughputTable, cluster: C
                 "(a trace must be in arrival order)",
             )
         previous = line.arrival_s
-        jobs.append(_trace_job(line, str(len(jobs)), at, table, cluster, known, biggest))
+        job_id = str(number)  # the job's place among the trace's jobs, also when one waits for an estimate
+        number += 1
+        try:
+            jobs.append(_trace_job(line, job_id, at, table, cluster, known, biggest, unestimated or {}))
+        except ScaleGap as gap:
+            if scale_gaps is None:
+                raise
+            scale_gaps[gap.job_type] = None
+    if not jobs and scale_gaps:
+        return jobs  # every line waits for an estimated row
     if not jobs:
         raise InputError("no jobs (empty trace)", path=path)
     return jobs
@@ -212,6 +254,7 @@ JOB_LIST_COLUMNS = [
     "priority_weight",
     "arrival_s",
     "slo_s",
+    "entity",
 ]
 
 
@@ -228,10 +271,11 @@ def format_job_list(jobs: Sequence[Job]) -> str:
                 jt.model,
                 "" if jt.batch_size is None else jt.batch_size,
                 jt.scale_factor,
-                repr(float(job.total_steps)),
+                str(int(job.total_steps)) if float(job.total_steps).is_integer() else repr(float(job.total_steps)),
                 f"{job.priority_weight:g}",
                 repr(float(job.arrival_s)),
                 "" if job.slo_s is None else repr(float(job.slo_s)),
+                "" if job.entity is None else job.entity,
             ]
         )
     return buf.getvalue()
@@ -260,6 +304,8 @@ def write_trace(jobs: Sequence[Job], path: str | os.PathLike, table: ThroughputT
             }
             if job.slo_s is not None:
                 rec["slo_s"] = job.slo_s
+            if job.entity is not None:
+                rec["entity"] = job.entity
             records.append(rec)
         write_text_atomic(path, json.dumps({"format": "rota.jobs/v1", "jobs": records}, indent=1) + "\n")
     else:

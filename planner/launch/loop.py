@@ -25,14 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
+from planner.estimate.scaling import ScaleOptions, extend_for, read_jobs_scaled
 from planner.export.common import ExportContext, round_dir
 from planner.formats.atomic import write_text_atomic, write_together
 from planner.formats.cluster import Cluster, read_cluster, require_table_rows, tenant_name
 from planner.formats.coverage import missing_cells
-from planner.formats.jobs import Job, read_jobs
+from planner.formats.jobs import Job
 from planner.formats.progress import JobProgress, Progress
 from planner.formats.state import LaunchEntry, StateDocument
-from planner.formats.table import ThroughputTable, read_table
+from planner.formats.table import JobType, ThroughputTable, read_table
 from planner.launch.adapter import JobResult, JobState, Launcher, RoundResult
 from planner.launch.events import EventLog
 from planner.launch.failures import DEFAULT_MAX_FAILURES, count_failures
@@ -66,6 +67,7 @@ class RunConfig:
     default_command: str | None = None
     restart_cost_s: float | None = None  # --restart-cost (None: the state's, else table/cluster/learnt)
     migration_aware: bool | None = None  # --migration-aware (None: the state's)
+    scaling: ScaleOptions = field(default_factory=ScaleOptions)  # a job's scale factor the table lacks
 
     @property
     def round_file(self) -> Path:
@@ -197,12 +199,14 @@ class RunLoop:
     ) -> None:
         self.config, self.launcher, self.events, self.stop = config, launcher, events, stop
         self.on_round = on_round  # the live view's refresh
-        self.table: ThroughputTable = read_table(config.table)
+        self.base_table: ThroughputTable = read_table(config.table)  # as given; estimated rows come on top
+        self.table: ThroughputTable = self.base_table
         self.cluster: Cluster = read_cluster(config.cluster)
         require_table_rows(self.cluster, self.table, config.table)
-        self.jobs: list[Job] | None = (
-            read_jobs(config.jobs, table=self.table, cluster=self.cluster) if config.jobs is not None else None
-        )
+        self.scales_said: set[JobType] = set()  # job types whose estimated scale factor was said
+        self.jobs: list[Job] | None = None
+        if config.jobs is not None:
+            self.jobs = self._read_jobs(config.jobs)
         self.jobs_stamp = _stamp(config.jobs)
         self.document: StateDocument | None = None
         self.entry = LaunchEntry(launcher=launcher.name)
@@ -245,6 +249,9 @@ class RunLoop:
                 raise InputError(f"no state yet at {self.config.state}: give --jobs to start", field="--jobs")
             return
         self.document = StateDocument.from_json(read_state(self.config.state), self.config.state)
+        # the state's jobs may need rows estimated for their scale factor, as when they were added
+        needed = [entry.job.job_type for entry in self.document.jobs] + [j.job_type for j in self.jobs or ()]
+        self.table = extend_for(self.base_table, dict.fromkeys(needed), self.cluster, self.config.scaling).table
         if self.document.launch is not None:
             self.entry = self.document.launch
             if self.entry.launcher not in (None, self.launcher.name):
@@ -409,6 +416,16 @@ class RunLoop:
                 self.gaps_said.add(cells.job_type)
                 self.events.emit("warning", text=cells.describe())
 
+    def _read_jobs(self, path: Path) -> list[Job]:
+        """The job list, with rows estimated for scale factors the table lacks (said once each)."""
+        read = read_jobs_scaled(path, table=self.base_table, cluster=self.cluster, options=self.config.scaling)
+        for estimate in read.estimates:
+            if estimate.job_type not in self.scales_said:
+                self.scales_said.add(estimate.job_type)
+                self.events.emit("warning", text=estimate.describe())
+        self.table = read.table
+        return read.jobs
+
     def _reread_jobs(self) -> None:
         """New rows in the job list are new jobs: the list is read again when it changed, so a
         running loop takes submissions. A list that no longer reads keeps the last good one."""
@@ -418,7 +435,7 @@ class RunLoop:
             return
         self.jobs_stamp = stamp
         try:
-            jobs = read_jobs(path, table=self.table, cluster=self.cluster)
+            jobs = self._read_jobs(path)
             for job in jobs:
                 if not job.command and self.config.default_command is None:
                     raise InputError(f"job {job.job_id!r} has no command", path=path, field="command")

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from planner.errors import InputError
+from planner.estimate.scaling import DEFAULT_MAX_FACTOR, ScaleOptions, read_trace_scaled
 from planner.formats.atomic import write_text_atomic, write_with
 from planner.formats.files import read_csv_records, read_text
 from planner.formats.inputs import load_cluster, load_table
@@ -82,6 +83,8 @@ class SweepSpec:
     trace: str | None = None  # a job list or Gavel .trace replayed at every point instead of generated jobs
     restart_cost_s: float | None = None  # --restart-cost (None: the table's, the cluster's, else none)
     migration_aware: bool = False
+    max_scale_extrapolation: float = DEFAULT_MAX_FACTOR  # a trace's missing scale factors (estimate/scaling.py)
+    scale_efficiency: float | None = None
 
     def check_grid(self) -> None:
         """Every grid list is non-empty where it is used, within its bounds and without repeats
@@ -166,14 +169,18 @@ def rate_grid(text: str) -> list[float]:
 
 # --------------------------------------------------------------------------- one point (worker process)
 
-_CACHE: dict[tuple[str, str], tuple] = {}
+_CACHE: dict[tuple, tuple] = {}
 
 
 def _inputs(spec: SweepSpec):
-
-    key = (spec.table, spec.cluster)
+    """The table (with rows estimated for a trace's missing scale factors) and the cluster."""
+    key = (spec.table, spec.cluster, spec.trace, spec.max_scale_extrapolation, spec.scale_efficiency)
     if key not in _CACHE:
-        _CACHE[key] = (load_table(Path(spec.table)), load_cluster(spec.cluster))
+        table, cluster = load_table(Path(spec.table)), load_cluster(spec.cluster)
+        if spec.trace is not None:
+            options = ScaleOptions(spec.max_scale_extrapolation, spec.scale_efficiency)
+            table = read_trace_scaled(Path(spec.trace), table, cluster, options).table
+        _CACHE[key] = (table, cluster)
     return _CACHE[key]
 
 
