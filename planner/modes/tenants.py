@@ -193,6 +193,15 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else "inf" if math.isinf(value) else f"{100 * value:.1f} %"
 
 
+def _peak(use: Mapping[str, float | None]) -> str:
+    """The most used quota of a tenant, e.g. '95 % v100' ('-' without quotas)."""
+    used = {w: u for w, u in use.items() if u is not None}
+    if not used:
+        return "-"
+    w = max(used, key=lambda k: used[k])
+    return f"{used[w] * 100:.0f} % {w}" if math.isfinite(used[w]) else f"inf {w}"
+
+
 def _hours(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds / 3600:.2f}"
 
@@ -205,15 +214,15 @@ TENANT_COLUMNS = (
     "weight",
     "GPU-h",
     "GPU %",
-    "quota use",
+    "peak quota",
     "avg JCT",
     "p90 JCT",
 )
 
 
 def tenant_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
-    """One row of text per tenant, in TENANT_COLUMNS order. 'quota use' lists each type with a
-    quota, e.g. 'v100 95.0 %, k80 40.0 %'."""
+    """One row of text per tenant, in TENANT_COLUMNS order. 'peak quota' is the quota most used,
+    e.g. '95 % v100' (every type's is in the summary's quota_use)."""
     rows = []
     for name, t in summary.items():
         use = t.get("quota_use") or {}
@@ -225,7 +234,7 @@ def tenant_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
                 _percent(t.get("weight_share")),
                 f"{t['gpu_s'] / 3600:,.0f}",
                 _percent(t["gpu_share"]),
-                ", ".join(f"{w} {_percent(u)}" for w, u in use.items()) or "-",
+                _peak(use),
                 _hours(t["jct_s"]["mean"]),
                 _hours(t["jct_s"]["p90"]),
             ]
@@ -243,7 +252,7 @@ def tenant_table(summary: Mapping[str, Mapping[str, Any]], title: str = "tenants
         padding=(0, 0, 0, 1),
     )
     for column in TENANT_COLUMNS:
-        table.add_column(column, justify="left" if column in ("tenant", "quota use") else "right", no_wrap=True)
+        table.add_column(column, justify="left" if column in ("tenant", "peak quota") else "right", no_wrap=True)
     for row in tenant_rows(summary):
         table.add_row(*row)
     return table
