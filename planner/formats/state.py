@@ -10,7 +10,7 @@ stepping gives the same rounds as never stopping.
 Layout (keys in this order; `StateDocument.to_json` writes them so):
   format, worker_types, inputs, policy {name, options, memory}, config,
   rounds_done, version, last_plan, engine {t, need_update, order, finished, busy, round_origin,
-  shuffle, pending, active}, jobs [...], mechanism {round_s, last_reset,
+  shuffle, pending, active, quota_credit (only with tenant quotas)}, jobs [...], mechanism {round_s, last_reset,
   worker_time, job_time, deficit, alloc, previous}, last_solve.
 Values that JSON lacks (tuples, arrays, random streams, non-string keys) are
 tagged objects (`encode` / `decode`). The policy memory is the policy's
@@ -152,6 +152,8 @@ class EngineEntry:
     shuffle: tuple[Any, ...]  # random.Random.getstate() of the per-round shuffle stream
     pending: list[str]  # job ids waiting for their arrival, in arrival order
     active: list[str]  # job ids running or runnable, in admission order
+    # tenant -> worker type -> GPUs of quota credit (the cluster's tenant quotas; empty: none)
+    quota_credit: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -385,6 +387,7 @@ class StateDocument:
                 "shuffle": encode(engine.shuffle),
                 "pending": list(engine.pending),
                 "active": list(engine.active),
+                **({"quota_credit": engine.quota_credit} if engine.quota_credit else {}),
             },
             "jobs": [_job_record(entry) for entry in self.jobs],
             "mechanism": {
@@ -837,7 +840,18 @@ def _engine_entry(data: Mapping[str, Any], reader: _Reader) -> EngineEntry:
         shuffle=reader.get(data, "shuffle", _random_state),
         pending=reader.get(data, "pending", lambda v: [str(j) for j in v]),
         active=reader.get(data, "active", lambda v: [str(j) for j in v]),
+        quota_credit=reader.get(data, "quota_credit", _quota_credit, default={}),
     )
+
+
+def _quota_credit(value: Any) -> dict[str, dict[str, float]]:
+    """tenant -> worker type -> GPUs: finite, not negative."""
+    if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+        raise _Invalid("expected an object of objects (tenant -> worker type -> GPUs)")
+    out = {}
+    for tenant, per_type in value.items():
+        out[str(tenant)] = {str(w): float(_bounded(1e9, "GPUs")(g)) for w, g in per_type.items()}
+    return out
 
 
 def _random_state(value: Any) -> tuple[Any, ...]:

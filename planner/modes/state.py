@@ -129,6 +129,7 @@ def state_document(
             shuffle=snapshot.shuffle,
             pending=list(snapshot.pending),
             active=list(snapshot.active),
+            quota_credit={tenant: dict(left) for tenant, left in snapshot.quota_credit.items()},
         ),
         jobs=[JobEntry(out.job, status(out.job.job_id), out.steps_done, out.finish_s) for out in snapshot.outcomes],
         mechanism=MechanismEntry(
@@ -230,6 +231,7 @@ def engine_snapshot(
             previous={p.jobs: Placement(p.jobs, p.worker_type, p.gpus) for p in mech.previous},
         ),
         last_solve=None if document.last_solve is None else _solve(document.last_solve, path),
+        quota_credit={tenant: dict(left) for tenant, left in saved.quota_credit.items()},
         policy_state=document.policy.memory,
     )
 

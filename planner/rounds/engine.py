@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from planner.errors import InputError
-from planner.formats.cluster import Cluster
+from planner.formats.cluster import NO_ENTITY, Cluster, Tenants, tenant_name
 from planner.formats.jobs import Job
 from planner.formats.table import JobType, ThroughputTable
 from planner.policies.base import Allocation, Policy, Stateful
@@ -130,6 +130,7 @@ class EngineSnapshot:
     mechanism: MechanismSnapshot
     last_solve: Solve | None = None
     policy_state: dict[str, Any] | None = None  # a Stateful policy's get_state()
+    quota_credit: dict[str, dict[str, float]] = field(default_factory=dict)  # tenant -> type -> GPUs
 
 
 @dataclass
@@ -203,6 +204,9 @@ class Engine:
         self.solves: list[Solve] = []
         self.last_solve: Solve | None = None
         self.busy = {w: 0.0 for w in self.types}
+        # tenant -> worker type -> GPUs it may still take (tenant quotas; see _quota_allowance)
+        self.quota_credit: dict[str, dict[str, float]] = {}
+        self._largest_gang: dict[int, int] = {}
         self.need_update = True
         type_order = self.config.type_order
         self.order = self._fixed_order(type_order) if type_order is not None else list(range(len(self.types)))
@@ -253,6 +257,7 @@ class Engine:
             mechanism=self.mech.snapshot(),
             last_solve=self.last_solve,
             policy_state=policy.get_state() if isinstance(policy, Stateful) else None,
+            quota_credit={tenant: dict(left) for tenant, left in self.quota_credit.items()},
         )
 
     @classmethod
@@ -297,6 +302,7 @@ class Engine:
         self._round_origin = snapshot.round_origin
         self._shuffle.setstate(snapshot.shuffle)
         self.n_rounds = snapshot.rounds_done
+        self.quota_credit = {tenant: dict(left) for tenant, left in snapshot.quota_credit.items()}
         self.mech.restore(snapshot.mechanism)
         self.last_solve = snapshot.last_solve
         if snapshot.policy_state is not None and isinstance(self.policy, Stateful):
@@ -553,6 +559,56 @@ class Engine:
             )
 
     def _choose_and_place(self) -> list[Placement]:
+        """This round's fill and placement, within the tenants' quotas when the cluster has any."""
+        tenants = self.cluster.tenants
+        if tenants is None or not tenants.has_quotas:
+            return self._fill_and_place()
+        codes = self._quota_allowance(tenants)
+        try:
+            return self._fill_and_place()
+        finally:
+            self._settle_quota(tenants, codes)
+
+    def _quota_allowance(self, tenants: Tenants) -> dict[str, int]:
+        """The mechanism's allowance this round, tenant x type: GPUs a tenant with a quota may take.
+
+        Each (tenant, type) holds a credit of GPUs: it starts at the quota, pays for the GPUs
+        the tenant takes in a round, and grows back by the quota each round up to the larger of
+        the quota and the tenant's largest gang. So a tenant holds at most its quota on average
+        (the allocation LP's bound, kept round by round), and a gang larger than the quota runs
+        in turns. Types without a quota: no limit. Returns tenant -> row of the allowance."""
+        codes: dict[str, int] = {}
+        tenant_of: dict[Key, int] = {}
+        for key in self.mech.keys:
+            entity = self.active[key[0]].entity
+            if tenants.quota(entity):
+                tenant_of[key] = codes.setdefault(tenant_name(entity), len(codes))
+        allowance = np.full((len(codes), len(self.types)), np.inf)
+        for name, g in codes.items():
+            quota, credit = tenants.quota(None if name == NO_ENTITY else name), self.quota_credit.get(name, {})
+            for j, w in enumerate(self.types):
+                if w in quota:
+                    allowance[g, j] = credit.get(w, quota[w])
+        self.mech.tenant_of, self.mech.allowance = tenant_of, allowance.copy()
+        self._largest_gang = {}
+        for key, g in tenant_of.items():
+            self._largest_gang[g] = max(self._largest_gang.get(g, 0), self._scale.get(key, 1))
+        return codes
+
+    def _settle_quota(self, tenants: Tenants, codes: dict[str, int]) -> None:
+        """Carry each credit over: what the round left, plus the quota, capped (see above)."""
+        left = self.mech.allowance
+        assert left is not None  # set by _quota_allowance for this round
+        for name, g in codes.items():
+            quota = tenants.quota(None if name == NO_ENTITY else name)
+            credit = self.quota_credit.setdefault(name, {})
+            for j, w in enumerate(self.types):
+                if w in quota:
+                    cap = max(quota[w], float(self._largest_gang.get(g, 0)))
+                    credit[w] = min(cap, float(left[g, j]) + quota[w])
+        self.mech.tenant_of = self.mech.allowance = None
+
+    def _fill_and_place(self) -> list[Placement]:
         """This round's fill and placement (plus the backfill of GPUs a chosen gang left)."""
         mech, compat, fifo = self.mech, self.config.gavel_compat, self.policy.fifo
         runnable, scale = self._runnable, self._scale

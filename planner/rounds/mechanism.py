@@ -226,6 +226,10 @@ class RoundMechanism:
         self._left: dict[int, FreeGpus] = {}  # per type index: GPUs the last placement left free
         self._leases: dict[Key, Placement] = {}  # the leases the last placement started from
         self._topologies: dict[str, Topology] = {}
+        # Tenant quotas (docs/tenants.md): entry -> its tenant's row in `allowance` (tenant x type:
+        # GPUs the tenant may still take this round); None: no quotas. Set by the engine each round.
+        self.tenant_of: dict[Key, int] | None = None
+        self.allowance: np.ndarray | None = None
 
     @property
     def _spent(self) -> np.ndarray:
@@ -484,6 +488,7 @@ class RoundMechanism:
             if fifo:
                 visit &= prio[:, j] > 0
             left, newly = free[j], []
+            capped = self.tenant_of
             for i in ranked[visit[ranked]].tolist():
                 if left == 0:
                     break  # every later entry of this type would be skipped too
@@ -493,6 +498,8 @@ class RoundMechanism:
                 size = scale[key]
                 if size > left:
                     continue  # smaller entries behind it may still backfill
+                if capped is not None and not self._within_quota(key, j, size):
+                    continue
                 chosen.append((key, j))
                 newly.append(i)
                 left -= size
@@ -501,6 +508,17 @@ class RoundMechanism:
             free[j] = left
             picked[newly] = True
         return chosen
+
+    def _within_quota(self, key: Key, j: int, size: int) -> bool:
+        """Whether the entry's tenant may take `size` more GPUs of type j this round (and if so,
+        book them)."""
+        g = self.tenant_of.get(key, -1) if self.tenant_of is not None else -1
+        if g < 0 or self.allowance is None:
+            return True
+        if self.allowance[g, j] < size - 1e-9:
+            return False
+        self.allowance[g, j] -= size
+        return True
 
     def lag(self, now: float) -> dict[Key, np.ndarray]:
         """Per entry and type: seconds it is behind its allocation (negative: ahead), counting the
@@ -786,6 +804,8 @@ class RoundMechanism:
                 key = keys[i]
                 size = scale[key]
                 if size > room or not taken.isdisjoint(key):
+                    continue
+                if self.tenant_of is not None and not self._within_quota(key, j, size):
                     continue
                 before = self._leases.get(key)
                 gpus: tuple[Gpu, ...] | None
