@@ -103,10 +103,10 @@ def test_gavel_msr_files_merge_in_arrival_order_with_their_vc_as_entity(tmp_path
     assert [float(r["arrival_s"]) for r in rows] == [0, 100, 100, 300]
     assert [r["entity"] for r in rows] == ["aaa111", "bbb222", "bbb222", "aaa111"]
     assert [(r["model"], r["batch_size"], r["scale_factor"], r["total_steps"]) for r in rows] == [
-        ("ResNet-18", "32", "1", "1000.0"),
-        ("LM", "20", "2", "700.0"),
-        ("CycleGAN", "", "1", "9.0"),
-        ("A3C", "", "1", "50.0"),
+        ("ResNet-18", "32", "1", "1000"),
+        ("LM", "20", "2", "700"),
+        ("CycleGAN", "", "1", "9"),
+        ("A3C", "", "1", "50"),
     ]
     assert summary["format"] == "rota.trace-import/v1"
     assert (summary["jobs_read"], summary["jobs_kept"], summary["entities"]) == (4, 4, 2)
