@@ -174,9 +174,7 @@ def test_compare_marks_incomplete_policies_and_takes_max_active(tmp_path, gavel_
     trace = tmp_path / "busy.csv"
     write_trace(busy_trace, trace)
     args = ["compare", "--jobs", str(trace), "-c", "1:1:1", "-t", TABLE, "--policies", "fifo,fifo_perf"]
-    capped = CliRunner().invoke(
-        app, [*args, "--max-active", "40", "-o", str(tmp_path / "c.json")], terminal_width=200
-    )
+    capped = CliRunner().invoke(app, [*args, "--max-active", "40", "-o", str(tmp_path / "c.json")], terminal_width=200)
     assert capped.exit_code == 3, capped.output  # no policy finished: no answer
     assert "incomplete, saturated" in capped.output and "not a result" in capped.output
     doc = json.loads((tmp_path / "c.json").read_text())

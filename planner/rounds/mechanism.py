@@ -143,8 +143,8 @@ class GrowingRows:
     """An (n, m) array that grows by whole rows at amortised O(1) per row: a plan admits 10^5
     jobs, and packing adds every candidate pair, one at a time (stacking per row is quadratic)."""
 
-    def __init__(self, m: int):
-        self._buffer = np.zeros((0, m))
+    def __init__(self, m: int, dtype: type = float):
+        self._buffer: np.ndarray = np.zeros((0, m), dtype=dtype)
         self.n = 0
 
     @property
@@ -153,12 +153,12 @@ class GrowingRows:
         return self._buffer[: self.n]
 
     def replace(self, rows: np.ndarray) -> None:
-        self._buffer = np.array(rows, dtype=float, order="C")
+        self._buffer = np.array(rows, dtype=self._buffer.dtype, order="C").reshape(len(rows), self._buffer.shape[1])
         self.n = len(rows)
 
     def append(self, row: np.ndarray) -> None:
         if self.n == len(self._buffer):
-            grown = np.zeros((max(16, 2 * self.n), self._buffer.shape[1]))
+            grown = np.zeros((max(16, 2 * self.n), self._buffer.shape[1]), dtype=self._buffer.dtype)
             grown[: self.n] = self._buffer[: self.n]
             self._buffer = grown
         self._buffer[self.n] = row
@@ -166,7 +166,7 @@ class GrowingRows:
 
     def extend(self, rows: np.ndarray) -> None:
         while self.n + len(rows) > len(self._buffer):
-            grown = np.zeros((max(16, 2 * len(self._buffer)), self._buffer.shape[1]))
+            grown = np.zeros((max(16, 2 * len(self._buffer)), self._buffer.shape[1]), dtype=self._buffer.dtype)
             grown[: self.n] = self._buffer[: self.n]
             self._buffer = grown
         self._buffer[self.n : self.n + len(rows)] = rows
@@ -213,6 +213,10 @@ class RoundMechanism:
         self._spent_rows = GrowingRows(self.m)  # per entry, per type: time received since the last reset
         self._deficit_rows = GrowingRows(self.m)
         self._alloc_rows: np.ndarray | None = None  # `alloc` as rows (None: to be rebuilt)
+        # Per entry: the numbers of its first and last job (`_job_number`), so that the fill can
+        # drop at once every pair of a job already chosen (with packing, most entries are pairs).
+        self._member_rows = GrowingRows(2, dtype=np.int64)
+        self._job_number: dict[str, int] = {}
         self.version = 0  # changes whenever the set of entries does
         self.worker_time = np.zeros(self.m)
         self.last_reset: float | None = None
@@ -287,6 +291,7 @@ class RoundMechanism:
         self._pairs = sum(len(k) > 1 for k in keys)
         self._spent_rows.replace(spent)
         self._deficit_rows.replace(deficit)
+        self._member_rows.replace(self._members(keys))
         self._alloc_rows = None
         self.version += 1
 
@@ -310,12 +315,31 @@ class RoundMechanism:
         self.keys.extend(new)
         self._spent_rows.extend(np.full((len(new), self.m), self.round_s / 2))
         self._deficit_rows.extend(np.zeros((len(new), self.m)))
+        self._member_rows.extend(self._members(new))
         self._alloc_rows = None
         self.version += 1
 
     def add_pair(self, key: Key) -> None:
         # A new pair starts with no received time (Gavel): it is preferred once.
         self._add(key, np.zeros(self.m))
+
+    def add_pairs(self, keys: Sequence[Key]) -> None:
+        """`add_pair` for each of `keys`, in order, at once (a packed re-solve brings hundreds)."""
+        new = [k for k in dict.fromkeys(keys) if k not in self.rows]
+        if len(new) != len(keys):  # a key added again is reset in place: take the general path
+            for key in keys:
+                self.add_pair(key)
+            return
+        rows, first = self.rows, len(self.keys)
+        for i, key in enumerate(new):
+            rows[key] = first + i
+        self._pairs += sum(len(key) > 1 for key in new)
+        self.keys.extend(new)
+        self._spent_rows.extend(np.zeros((len(new), self.m)))
+        self._deficit_rows.extend(np.zeros((len(new), self.m)))
+        self._member_rows.extend(self._members(new))
+        self._alloc_rows = None
+        self.version += 1
 
     def _add(self, key: Key, spent: np.ndarray) -> None:
         row = self.rows.get(key)
@@ -329,6 +353,7 @@ class RoundMechanism:
             self._pairs += 1
         self._spent_rows.append(spent)
         self._deficit_rows.append(np.zeros(self.m))
+        self._member_rows.append(self._members([key])[0])
         self._alloc_rows = None  # rebuilt once when next read, not once per entry added
         self.version += 1
 
@@ -351,6 +376,7 @@ class RoundMechanism:
                 self.rows[self.keys[i]] = i
             self._spent_rows.delete(row)
             self._deficit_rows.delete(row)
+            self._member_rows.delete(row)
             if self._alloc_rows is not None:
                 self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
         else:
@@ -360,9 +386,16 @@ class RoundMechanism:
             self.rows = {k: i for i, k in enumerate(self.keys)}
             self._spent_rows.replace(self._spent[keep])
             self._deficit_rows.replace(self._deficit[keep])
+            self._member_rows.replace(self._member_rows.array[keep])
             if self._alloc_rows is not None:
                 self._alloc_rows = self._alloc_rows[keep]
         self.version += 1
+
+    def _members(self, keys: Sequence[Key]) -> np.ndarray:
+        """(first job, last job) of each entry as numbers, numbering jobs not seen before."""
+        number = self._job_number
+        rows = [(number.setdefault(key[0], len(number)), number.setdefault(key[-1], len(number))) for key in keys]
+        return np.array(rows, dtype=np.int64).reshape(len(keys), 2)
 
     def entries_of(self, *job_ids: str) -> list[Key]:
         """The entries any of `job_ids` belongs to (alone, and in pairs); without pairs, in
@@ -478,18 +511,26 @@ class RoundMechanism:
         # Negated once for every type: sorted ascending, they rank descending.
         neg_prio, neg_deficit, neg_alloc = -prio, -deficit, -alloc
         pairs = self._pairs > 0  # without pairs an entry is one job: `picked` alone keeps jobs apart
+        members = self._member_rows.array if pairs else None
         for j in order:
-            # Descending by (priority, deficit, allocation); the stable sort keeps insertion
-            # (arrival) order among ties, as Gavel's sorted(reverse=True) does.
-            ranked = np.lexsort((neg_alloc[:, j], neg_deficit[:, j], neg_prio[:, j]))
             # Drop up front the entries the greedy pass would skip whatever it chose so far
-            # (cannot run here, already picked, FIFO's unallocated); same choices, fewer visits.
+            # (cannot run here, already picked, FIFO's unallocated, a pair with a job already
+            # chosen); same choices, fewer visits.
             visit = ok[:, j] & ~picked
             if fifo:
                 visit &= prio[:, j] > 0
+            if members is not None and taken:
+                gone = np.zeros(len(self._job_number), dtype=bool)
+                gone[[self._job_number[jid] for jid in taken]] = True
+                visit &= ~(gone[members[:, 0]] | gone[members[:, 1]])
+            # Descending by (priority, deficit, allocation); the stable sort keeps insertion
+            # (arrival) order among ties, as Gavel's sorted(reverse=True) does (sorting only the
+            # entries to visit, in entry order, keeps that order).
+            visiting = np.flatnonzero(visit)
+            ranked = visiting[np.lexsort((neg_alloc[visiting, j], neg_deficit[visiting, j], neg_prio[visiting, j]))]
             left, newly = free[j], []
             capped = self.tenant_of
-            for i in ranked[visit[ranked]].tolist():
+            for i in ranked.tolist():
                 if left == 0:
                     break  # every later entry of this type would be skipped too
                 key = keys[i]
