@@ -103,8 +103,9 @@ def test_a_command_is_profiled_with_startup_notes_and_resume(tmp_path):
     (row,) = read_table(out).rows
     assert (row["model"], row["batch_size"], row["status"], row["source"]) == ("train", 4, "ok", "measured")
     assert row["notes"] is not None and row["notes"].startswith("command ") and "train.py" in row["notes"]
-    # each step busy-waits 2 ms: at most 500 steps/s, and a loaded machine is slower, not faster
-    assert 0 < row["throughput"] <= 500 and row["samples_per_s"] == pytest.approx(4 * row["throughput"])
+    # each step busy-waits 2 ms: at most 500 steps/s. Steps are timed when their lines are read, so a
+    # loaded machine that delays a window's first line reads a little fast; counting every line as a step would be 2x.
+    assert 0 < row["throughput"] <= 1.5 * 500 and row["samples_per_s"] == pytest.approx(4 * row["throughput"])
     assert row["n_steps"] is not None and row["n_steps"] >= 6
     assert row["startup_s"] is not None and 0 < row["startup_s"] < 300 and math.isfinite(row["startup_s"])
     assert row["checkpoint_save_s"] is None  # a script's state is not the profiler's to save

@@ -96,8 +96,10 @@ def test_a_command_gang_starts_as_torchrun_starts_it(tmp_path):
     rows = {row["scale_factor"]: row for row in read_table(out).rows}
     assert sorted(rows) == [1, 2, 4] and {r["status"] for r in rows.values()} == {"ok"}
     for k, row in rows.items():
-        # each step spins 2 ms on every rank: at most 500 steps/s per rank, k ranks summed
-        assert 0 < row["throughput"] <= 500 * k and row["samples_per_s"] == pytest.approx(4 * row["throughput"])
+        # each step spins 2 ms on every rank: at most 500 steps/s per rank, k ranks summed. The
+        # steps are timed when the profiler reads their lines, so a loaded machine that delays the
+        # first line of a 50 ms window reads a little fast; counting the ranks twice would be 2x.
+        assert 0 < row["throughput"] <= 1.5 * 500 * k and row["samples_per_s"] == pytest.approx(4 * row["throughput"])
         assert "sharing" in row["device_name"]  # 4 workers on this machine's cores, and the row says so
     assert rows[1]["startup_s"] is not None and rows[4]["startup_s"] is None  # restart cost: solo rows only
     alone = json.loads((tmp_path / "w1-rank0.json").read_text())
