@@ -490,11 +490,12 @@ class Engine:
             self._hide_unplaceable(problem.throughput, problem.scale, current)
         allocation = self.policy.allocate(problem)
         alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
-        for pair, row in (allocation.pair_x or {}).items():
-            alloc[pair] = row
-            if pair not in mech.rows:
-                mech.add_pair(pair)
-        mech.remove_many([k for k in mech.keys if len(k) > 1 and k not in alloc])  # pairs the policy dropped
+        pairs = allocation.pair_x or {}
+        alloc.update(pairs)
+        mech.add_pairs([pair for pair in pairs if pair not in mech.rows])
+        dropped = [k for k in mech.keys if len(k) > 1 and k not in alloc]  # pairs the policy dropped
+        mech.remove_many(dropped)
+        self._forget(dropped)
         mech.set_allocation(alloc)
         if len(self.solves) > 1:  # the one before stops being the latest: keep its summary
             before = self.solves[-1]
@@ -779,12 +780,18 @@ class Engine:
             self._type_number.pop(jid, None)
         entries = self.mech.entries_of(*job_ids)
         self.mech.remove_many(entries)
-        for key in entries:
-            self._rates.pop(key, None)
-            self._runnable.pop(key, None)
-            self._scale.pop(key, None)
+        self._forget(entries)
         self.need_update = True
         self.finished += len(job_ids)
+
+    def _forget(self, entries: Iterable[Key]) -> None:
+        """Drop what the per-entry caches hold for entries that left the mechanism (a packed
+        re-solve drops hundreds of pairs; kept, the caches would grow with every pair ever proposed)."""
+        rates, runnable, scale = self._rates, self._runnable, self._scale
+        for key in entries:
+            rates.pop(key, None)
+            runnable.pop(key, None)
+            scale.pop(key, None)
 
     # whole runs ------------------------------------------------------------
     def run(self, on_round: Callable[[RoundRecord, int, int], None] | None = None) -> EngineResult:

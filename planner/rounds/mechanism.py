@@ -325,6 +325,8 @@ class RoundMechanism:
 
     def add_pairs(self, keys: Sequence[Key]) -> None:
         """`add_pair` for each of `keys`, in order, at once (a packed re-solve brings hundreds)."""
+        if not keys:
+            return
         new = [k for k in dict.fromkeys(keys) if k not in self.rows]
         if len(new) != len(keys):  # a key added again is reset in place: take the general path
             for key in keys:
