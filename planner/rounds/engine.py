@@ -491,7 +491,8 @@ class Engine:
         allocation = self.policy.allocate(problem)
         alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
         pairs = allocation.pair_x or {}
-        alloc.update(pairs)
+        for pair, row in pairs.items():
+            alloc[pair] = row
         mech.add_pairs([pair for pair in pairs if pair not in mech.rows])
         dropped = [k for k in mech.keys if len(k) > 1 and k not in alloc]  # pairs the policy dropped
         mech.remove_many(dropped)
