@@ -27,20 +27,21 @@ from planner.estimate.scaling import (
     ScaleEstimate,
     ScaleOptions,
     extend_for,
-    job_list_scale_gaps,
     read_jobs_scaled,
+    scale_gaps_of,
 )
 from planner.formats.atomic import write_together
 from planner.formats.cluster import read_cluster, require_table_rows
 from planner.formats.coverage import missing_cells, refuse_missing
 from planner.formats.files import read_text, same_file
+from planner.formats.jobs import parse_jobs, read_job_list, validate_command
 from planner.formats.safe_yaml import load_yaml
 from planner.formats.schedule import Schedule
 from planner.formats.state import DEFAULT_LOCK_TIMEOUT_S, StateDocument, state_lock
 from planner.formats.table import ThroughputTable, read_table, write_table
 from planner.modes.collector import collector_paused
 from planner.modes.next_round import DEFAULT_POLICY, next_round, replayed_round
-from planner.modes.plan import PlanOptions, plan_batch, restart_summary, schedule_files, write_plan_outputs
+from planner.modes.plan import PlanInputs, PlanOptions, plan_batch, restart_summary, schedule_files, write_plan_outputs
 from planner.modes.state import read_progress, read_state
 from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES, check_tenants
 from planner.policies.lp import DEFAULT_METHOD
@@ -212,7 +213,7 @@ def plan(
         strict_cells=strict_cells,
     )
     scaling = ScaleOptions(max_scale, scale_efficiency, strict_cells)
-    planned_table, scaled = _estimate_scale_factors(table, jobs, cluster, scaling, scaled_table_path(out_path))
+    planned_table, scaled, read = _estimate_scale_factors(table, jobs, cluster, scaling, scaled_table_path(out_path))
     # A plan of K rounds is bounded work: no collector passes over its many small objects.
     with collector_paused((options.rounds is not None or horizon_s is not None) and not until_done):
         with progress_bar("planning", "jobs finished", hidden=as_json) as bar:
@@ -223,6 +224,7 @@ def plan(
                 cluster,
                 options,
                 on_round=lambda rec, done, total: bar.update(task, completed=done, total=total),
+                read=read,
             )
         schedule, result, estimated = planned.schedule, planned.result, planned.estimated_used
         write_plan_outputs(schedule, out_path, csv_path)
@@ -273,21 +275,25 @@ def _write_scaled_table(table: ThroughputTable, path: Path, given: str | Path) -
 
 def _estimate_scale_factors(
     table: Path, jobs: Path, cluster: Path, scaling: ScaleOptions, side: Path
-) -> tuple[Path, list[ScaleEstimate]]:
+) -> tuple[Path, list[ScaleEstimate], PlanInputs | None]:
     """The table to plan with: `table`, or, when the job list has job types the table has at other
     scale factors only, `table` with rows estimated for them, written to `side` (so that the schedule
     names the rows it was planned with, and exports check against them). Every fault of the job list
-    is raised here, a job type that could not be estimated among them (with --strict-cells, any)."""
+    is raised here, a job type that could not be estimated among them (with --strict-cells, any).
+    In the common case (no estimate) also the inputs as read, which the plan then does not read again."""
     spec = read_cluster(cluster)
     thr = read_table(table)
     require_table_rows(spec, thr, table)  # plan_batch's checks, in its order
-    if not job_list_scale_gaps(jobs, thr, spec):  # one row per job type checked: the common case costs little
-        return table, []
+    records, columns = read_job_list(jobs)
+    if not scale_gaps_of(records, thr, spec, jobs):  # one row per job type checked: the common case costs little
+        hint = validate_command(jobs, thr, spec)
+        parsed = parse_jobs(records, table=thr, cluster=spec, path=jobs, columns=columns, hint=hint)
+        return table, [], PlanInputs(thr, spec, parsed)
     read = read_jobs_scaled(jobs, table=thr, cluster=spec, options=scaling)
     if not read.estimates:
-        return table, []
+        return table, [], None
     _write_scaled_table(read.table, side, table)
-    return side, read.estimates
+    return side, read.estimates, None  # the plan reads the rows as written beside the schedule
 
 
 def _scaled_note(scaled: list[ScaleEstimate], table: object, planned_table: object) -> str:

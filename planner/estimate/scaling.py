@@ -526,6 +526,13 @@ def job_list_scale_gaps(path: str | os.PathLike, table: ThroughputTable, cluster
     """The job types of a job list that the table has at other scale factors only: one row checked
     per distinct (model, batch size, scale factor) as written, so a long list costs little."""
     records, _ = read_job_list(path)
+    return scale_gaps_of(records, table, cluster, path)
+
+
+def scale_gaps_of(
+    records: Sequence[Mapping[str, Any]], table: ThroughputTable, cluster: Cluster, path: object
+) -> list[JobType]:
+    """`job_list_scale_gaps` for the records of a job list already read."""
     seen: dict[Any, Mapping[str, Any]] = {}
     for rec in records:
         key = (rec.get("model"), rec.get("batch_size"), rec.get("scale_factor"))

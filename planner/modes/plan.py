@@ -92,18 +92,32 @@ class PlanOutcome:
     missing_cells: list[MissingCells] = field(default_factory=list)  # job types with no row on some types
 
 
+@dataclass(frozen=True)
+class PlanInputs:
+    """The inputs at a plan's three paths, already read and validated (`rota plan` reads them
+    once, to look for scale factors the table lacks): `plan_batch` does not read them again."""
+
+    table: ThroughputTable
+    cluster: Cluster
+    jobs: list[Job]
+
+
 def plan_batch(
     table_path: str | os.PathLike,
     jobs_path: str | os.PathLike,
     cluster_path: str | os.PathLike,
     options: PlanOptions,
     on_round: Callable[[RoundRecord, int, int], None] | None = None,
+    read: PlanInputs | None = None,
 ) -> PlanOutcome:
-    """Read and validate the inputs, then plan every job to completion."""
-    cluster = read_cluster(cluster_path)
-    table = read_table(table_path)
-    require_table_rows(cluster, table, table_path)
-    jobs = read_jobs(jobs_path, table=table, cluster=cluster)
+    """Read and validate the inputs (unless `read` holds them), then plan every job to completion."""
+    if read is None:
+        cluster = read_cluster(cluster_path)
+        table = read_table(table_path)
+        require_table_rows(cluster, table, table_path)
+        jobs = read_jobs(jobs_path, table=table, cluster=cluster)
+    else:
+        table, cluster, jobs = read.table, read.cluster, list(read.jobs)
     refuse_barred(jobs, table, cluster, jobs_path)  # a quota of 0 everywhere the job could run
     missing = missing_cells(table, jobs, cluster)
     if options.strict_cells:
