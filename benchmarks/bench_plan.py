@@ -7,9 +7,9 @@ Cases (Gavel's table, single-GPU jobs of its 26 types from Gavel's generator, se
     100000 jobs on 8192:8192:8192, max_min_fairness_perf target <= 5 s   (skipped by --quick)
 
 Each case runs in this process through the CLI (imports already loaded; one warm-up, then the
-median of --repeats) and once as a fresh `rota` process (imports included; target: in-process
-target + 3 s). It also prints the import time of the CLI and the per-round cost in microseconds per
-active job ((time for 6 rounds - time for 1 round) / 5 / jobs).
+median of --repeats) and once as a fresh `rota` process, imports included: the targets are for
+the fresh process, end to end, as a user runs it. It also prints the import time of the CLI and
+the per-round cost in microseconds per active job ((time for 6 rounds - time for 1 round) / 5 / jobs).
 
 The machine is shared and noisy, so every time is also given as a ratio to a fixed calibration
 workload (pure Python + numpy) measured in the same run: compare those ratios across runs, and
@@ -44,7 +44,6 @@ CASES = [  # jobs, GPUs per type, policy, target seconds
     (2048, 512, "max_min_fairness_packed", 2.0),
     (100_000, 8192, "max_min_fairness_perf", 5.0),
 ]
-FRESH_PROCESS_EXTRA_S = 3.0
 IMPORT_TIMER = "import time; t = time.perf_counter(); import planner.cli; print(time.perf_counter() - t)"
 
 
@@ -135,7 +134,7 @@ def main() -> int:
     print(f"import planner.cli in a fresh process: {imports:.2f} s = {imports / calibration:.2f} calibrations")
     header = (
         f"{'case':<44} {'in-process s':>12} {'target':>7} {'/target':>8} {'/calib':>7} {'fresh s':>8}"
-        f" {'us/job/round':>13}"
+        f" {'/target':>8} {'us/job/round':>13}"
     )
     print(header)
     print("-" * len(header))
@@ -153,11 +152,10 @@ def main() -> int:
             name = f"{jobs} jobs, {per_type}x3 GPUs, {policy.removeprefix('max_min_fairness')[1:] or 'las'}"
             print(
                 f"{name:<44} {seconds:>12.2f} {target:>7.1f} {seconds / target:>8.2f} {seconds / calibration:>7.2f}"
-                f" {fresh:>8.2f} {per_round_us:>13.1f}"
+                f" {fresh:>8.2f} {fresh / target:>8.2f} {per_round_us:>13.1f}"
             )
-            worst = max(worst, seconds / target, fresh / (target + FRESH_PROCESS_EXTRA_S))
-    extra = FRESH_PROCESS_EXTRA_S
-    print(f"worst ratio to target (in-process, or fresh process vs target + {extra:.0f} s): {worst:.2f}")
+            worst = max(worst, fresh / target)
+    print(f"worst ratio of a fresh process to its target: {worst:.2f}")
     return 0
 
 

@@ -137,8 +137,8 @@ def recorded_gavel(point: dict) -> dict | None:
 def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
     """Simulate one point; (report, the LAS problems its policy was asked to solve)."""
     forget_answers()  # every point starts without answers stored by an earlier one (same LPs)
-    make = simulate.make_policy
-    simulate.make_policy = lambda *a, **k: recorders.append(Recorder(make(*a, **k))) or recorders[-1]
+    make = simulate.make_cluster_policy
+    simulate.make_cluster_policy = lambda *a, **k: recorders.append(Recorder(make(*a, **k))) or recorders[-1]
     try:
         gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
         window = tuple(point["window"]) if point.get("window") else None
@@ -148,7 +148,7 @@ def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
                 table, parse_cluster(point["cluster"]), Workload(generator=gen, num_jobs=point.get("jobs")), config
             )
     finally:
-        simulate.make_policy = make
+        simulate.make_cluster_policy = make
     m = result.metrics
     report = {
         "point": point,
