@@ -318,11 +318,11 @@ def test_packed_with_mixed_scale_factors():
         JobType("A", None, 1),
     ]
     tput = [[table.solo(w, jt) for w in ("fast", "slow")] for jt in types]
-    problem = make_problem(tput, [2, 2], scale=[jt.scale_factor for jt in types])
+    problem = make_problem(tput, [2, 2], scale=[jt.scale_factor for jt in types], names=["fast", "slow"])
     problem.job_types, problem.table = types, table
     alloc = make_policy("max_min_fairness_packed", aggregate=False).allocate(problem)
     scale = {jid: s for jid, s in zip(problem.job_ids, problem.scale)}
-    assert alloc.pair_x is not None
+    assert alloc.pair_x  # the table's worker types: pairs exist
     for a, b in alloc.pair_x:
         assert scale[a] == scale[b]  # pairs only between equal scale factors
     per_job = alloc.x.sum(axis=1).copy()
@@ -334,3 +334,51 @@ def test_packed_with_mixed_scale_factors():
     assert (per_job <= 1 + 1e-6).all() and (gpus <= problem.capacity + 1e-6).all()
     grouped = make_policy("max_min_fairness_packed").allocate(problem)
     assert grouped.objective == pytest.approx(alloc.objective, rel=1e-5)
+
+
+def _self_pairing_table() -> ThroughputTable:
+    """Two worker types; models A and B pair with each other and with themselves (0.7x each)."""
+    records = []
+    for w, speed in (("fast", 2.0), ("slow", 1.0)):
+        for model in ("A", "B"):
+            records.append(dict(worker_type=w, model=model, scale_factor=1, throughput=speed))
+            for partner in ("A", "B"):
+                records.append(
+                    dict(worker_type=w, model=model, scale_factor=1, partner_model=partner, throughput=speed * 0.7)
+                )
+    return ThroughputTable.from_records(records)
+
+
+def _typed_problem(table: ThroughputTable, types: list[JobType], capacity: list[int]):
+    tput = [[table.solo(w, jt) for w in ("fast", "slow")] for jt in types]
+    problem = make_problem(tput, capacity, scale=[jt.scale_factor for jt in types], names=["fast", "slow"])
+    problem.job_types, problem.table = types, table
+    return problem
+
+
+def test_identical_jobs_pair_with_each_other_when_grouped():
+    # Four identical jobs on two GPUs: paired two by two each gets 0.7 of a GPU all the time;
+    # grouped into one class they were kept from pairing (the same-type row excluded the whole
+    # class, not the job itself) and got half a GPU each.
+    table = _self_pairing_table()
+    problem = _typed_problem(table, [JobType("A", None, 1)] * 4, [2, 0])
+    single = make_policy("max_min_fairness_packed", aggregate=False).allocate(problem)
+    grouped = make_policy("max_min_fairness_packed").allocate(problem)
+    assert grouped.n_classes == 1 and single.n_classes == 4
+    alone = make_policy("max_min_fairness_perf").allocate(problem)
+    assert single.objective > alone.objective * 1.3  # pairs pay here
+    assert grouped.objective == pytest.approx(single.objective, rel=1e-6)
+    assert grouped.pair_x  # and the mechanism gets job pairs for them
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness_packed", "min_total_duration_packed"])
+def test_grouped_packed_optimum_equals_the_per_job_one(name):
+    table = _self_pairing_table()
+    rng = np.random.default_rng(7)
+    for _ in range(12):
+        n = int(rng.integers(2, 9))
+        types = [JobType(str(rng.choice(["A", "B"])), None, 1) for _ in range(n)]
+        problem = _typed_problem(table, types, [int(rng.integers(1, 4)), int(rng.integers(0, 4))])
+        grouped = make_policy(name).allocate(problem)
+        single = make_policy(name, aggregate=False).allocate(problem)
+        assert grouped.objective == pytest.approx(single.objective, rel=1e-5, abs=1e-7), (name, types)

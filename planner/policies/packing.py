@@ -187,8 +187,10 @@ def _kind_rows(pairs: PairCells, mult: np.ndarray, z0: int) -> tuple[Rows, np.nd
     consistency rows (type A's time next to B equals B's next to A), by (type, kind, kind)
     group in order of first appearance; and the cells held at 0 (their group has no way back).
 
-    A same-type group of cells g writes one row per cell n: n first (coefficient 1 + mult
-    - mult, as the terms add up), then the group's other cells at -mult. A pair of groups
+    A same-type group of cells g writes one row per cell n, z_n <= (the group's jobs' time) - z_n
+    (the other jobs of the type: the row's own other jobs count, a class of mult jobs being mult
+    jobs, not one): n first (coefficient 2 - mult, as the terms add up), then the group's other
+    cells at -mult. A pair of groups
     (j, A, B), (j, B, A) writes one row where the first of them appears: its cells at +mult,
     then the other's at -mult, = 0."""
     cc, cj, cp = pairs.columns()
@@ -252,7 +254,7 @@ def _kind_rows(pairs: PairCells, mult: np.ndarray, z0: int) -> tuple[Rows, np.nd
         part_e.append(np.where(mine, 0, 1))
         order_e.append(offset)
         cell_e.append(cell)
-        value_e.append(np.where(mine, (1.0 + mult[cc[cell]]) + value_of[cell], value_of[cell]))
+        value_e.append(np.where(mine, 2.0 + value_of[cell], value_of[cell]))
     rows_all = np.concatenate(rows_e)
     sort = np.lexsort((np.concatenate(order_e), np.concatenate(part_e), rows_all))
     lower = np.where(np.repeat(same, rows_of), -INF, 0.0)
