@@ -26,6 +26,7 @@ from test_trace import synthetic_table
 from planner.errors import InputError
 from planner.formats.table import write_table
 from planner.modes.sweep import SweepSpec, run_sweep
+from tests.launchers.ray_cluster import without_auth_token
 
 START_BOUND_S = 120.0  # generous: the head starts in ~10 s on an idle 2-core machine
 TIMING = ("wall_s", "solver_s", "jobs_per_wall_s")  # measured, so they differ between runs
@@ -101,23 +102,24 @@ def ray_head():
     command = [str(ray_bin), "start", "--head", "--block", f"--temp-dir={temp_dir}", "--num-cpus=2"]
     command += ["--num-gpus=0", "--include-dashboard=false", "--disable-usage-stats"]
     command += [f"{option}={port}" for option, port in ports.items()]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    log = temp_dir / "start.log"
-    with log.open("w") as f:
-        head = subprocess.Popen(command, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + START_BOUND_S
-        while "Ray runtime started" not in log.read_text(errors="replace"):
-            if head.poll() is not None or time.monotonic() > deadline:
-                tail = log.read_text(errors="replace")[-2000:]
-                print(f"ray start did not come up (exit {head.poll()}):\n{tail}")
-                pytest.skip("a local Ray head could not be started (its log is printed above)")
-            time.sleep(0.2)
-        yield f"127.0.0.1:{ports['--port']}"
-    finally:
-        _stop(head)
-        shutil.rmtree(temp_dir, ignore_errors=True)
+    with without_auth_token():  # a token file left in ~/.ray must not turn auth on
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+        env.pop("RAY_ADDRESS", None)
+        log = temp_dir / "start.log"
+        with log.open("w") as f:
+            head = subprocess.Popen(command, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + START_BOUND_S
+            while "Ray runtime started" not in log.read_text(errors="replace"):
+                if head.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-2000:]
+                    print(f"ray start did not come up (exit {head.poll()}):\n{tail}")
+                    pytest.skip("a local Ray head could not be started (its log is printed above)")
+                time.sleep(0.2)
+            yield f"127.0.0.1:{ports['--port']}"
+        finally:
+            _stop(head)
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ by its workers and so by the job commands), which tells a test where a job reall
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -227,19 +228,44 @@ def running_cluster(nodes: list[FakeNode], what: str) -> Iterator[LocalRayCluste
     except ImportError as exc:
         print(f"skipping {what}: ray cannot be imported ({exc})")
         pytest.skip(f"ray cannot be imported: {exc}")
-    cluster = LocalRayCluster(nodes)
-    started = time.monotonic()
+    with without_auth_token():
+        cluster = LocalRayCluster(nodes)
+        started = time.monotonic()
+        try:
+            cluster.start()
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            cluster.stop()
+            print(f"skipping {what}: a local Ray cluster did not start ({exc})")
+            pytest.skip(f"a local Ray cluster did not start: {exc}")
+        print(f"local Ray cluster of {len(nodes)} nodes up in {time.monotonic() - started:.1f} s")
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+
+
+@contextlib.contextmanager
+def without_auth_token() -> Iterator[None]:
+    """No token authentication for the test cluster, said in this process's environment (the
+    cluster's nodes and every client the tests start inherit it). Left to itself, a `ray start`
+    head turns token authentication on when it finds ~/.ray/auth_token (one that an earlier local
+    `ray.init()` on the machine wrote), while clients stay without a token: every connection was
+    refused. A client's mode is read once per process, so the tests' own clients stay as they are."""
+    saved = {key: os.environ.get(key) for key in AUTH_VARIABLES}
+    for key in AUTH_VARIABLES:
+        os.environ.pop(key, None)
+    os.environ["RAY_AUTH_MODE"] = "disabled"
     try:
-        cluster.start()
-    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
-        cluster.stop()
-        print(f"skipping {what}: a local Ray cluster did not start ({exc})")
-        pytest.skip(f"a local Ray cluster did not start: {exc}")
-    print(f"local Ray cluster of {len(nodes)} nodes up in {time.monotonic() - started:.1f} s")
-    try:
-        yield cluster
+        yield
     finally:
-        cluster.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+AUTH_VARIABLES = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 def processes_with_env(key: str, value: str) -> list[int]:
