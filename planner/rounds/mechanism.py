@@ -302,22 +302,7 @@ class RoundMechanism:
 
     def add_jobs(self, keys: Sequence[Key]) -> None:
         """`add` for each of `keys`, in order, at once (a plan admits thousands of jobs together)."""
-        new = [k for k in dict.fromkeys(keys) if k not in self.rows]
-        if len(new) != len(keys):  # a key added again keeps its row: take the general path
-            for key in keys:
-                self.add(key)
-            return
-        rows, first = self.rows, len(self.keys)
-        for i, key in enumerate(new):
-            rows[key] = first + i
-            if len(key) > 1:
-                self._pairs += 1
-        self.keys.extend(new)
-        self._spent_rows.extend(np.full((len(new), self.m), self.round_s / 2))
-        self._deficit_rows.extend(np.zeros((len(new), self.m)))
-        self._member_rows.extend(self._members(new))
-        self._alloc_rows = None
-        self.version += 1
+        self._add_many(keys, self.round_s / 2, self.add)
 
     def add_pair(self, key: Key) -> None:
         # A new pair starts with no received time (Gavel): it is preferred once.
@@ -325,19 +310,24 @@ class RoundMechanism:
 
     def add_pairs(self, keys: Sequence[Key]) -> None:
         """`add_pair` for each of `keys`, in order, at once (a packed re-solve brings hundreds)."""
+        self._add_many(keys, 0.0, self.add_pair)
+
+    def _add_many(self, keys: Sequence[Key], received: float, add_one: Callable[[Key], None]) -> None:
+        """New entries, each with `received` seconds on every type, appended to the books in one
+        step; a key already present (or given twice) takes `add_one`'s path, key by key."""
         if not keys:
             return
         new = [k for k in dict.fromkeys(keys) if k not in self.rows]
-        if len(new) != len(keys):  # a key added again is reset in place: take the general path
+        if len(new) != len(keys):
             for key in keys:
-                self.add_pair(key)
+                add_one(key)
             return
         rows, first = self.rows, len(self.keys)
         for i, key in enumerate(new):
             rows[key] = first + i
         self._pairs += sum(len(key) > 1 for key in new)
         self.keys.extend(new)
-        self._spent_rows.extend(np.zeros((len(new), self.m)))
+        self._spent_rows.extend(np.full((len(new), self.m), received))
         self._deficit_rows.extend(np.zeros((len(new), self.m)))
         self._member_rows.extend(self._members(new))
         self._alloc_rows = None
