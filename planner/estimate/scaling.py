@@ -522,17 +522,12 @@ def read_trace_scaled(
     return read
 
 
-def job_list_scale_gaps(path: str | os.PathLike, table: ThroughputTable, cluster: Cluster) -> list[JobType]:
-    """The job types of a job list that the table has at other scale factors only: one row checked
-    per distinct (model, batch size, scale factor) as written, so a long list costs little."""
-    records, _ = read_job_list(path)
-    return scale_gaps_of(records, table, cluster, path)
-
-
 def scale_gaps_of(
     records: Sequence[Mapping[str, Any]], table: ThroughputTable, cluster: Cluster, path: object
 ) -> list[JobType]:
-    """`job_list_scale_gaps` for the records of a job list already read."""
+    """The job types of a job list (its records as read) that the table has at other scale factors
+    only: one row checked per distinct (model, batch size, scale factor) as written, so a long
+    list costs little."""
     seen: dict[Any, Mapping[str, Any]] = {}
     for rec in records:
         key = (rec.get("model"), rec.get("batch_size"), rec.get("scale_factor"))
