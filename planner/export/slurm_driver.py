@@ -122,8 +122,9 @@ def cancel(ids: list[str]) -> None:
 
 
 def final_state(job_id: str) -> dict:
-    """State and exit code from slurmctld (which remembers ended jobs for MinJobAge, 300 s by
-    default); UNKNOWN when it no longer knows the job."""
+    """State, exit code and start time (Slurm's local time, as scontrol prints it) from slurmctld
+    (which remembers ended jobs for MinJobAge, 300 s by default); UNKNOWN when it no longer knows
+    the job. The start time tells a job that started late in its round from one that crashed."""
     out = run_tool(["scontrol", "show", "-o", "job", job_id])
     fields = dict(t.split("=", 1) for t in out.stdout.split() if "=" in t) if out.returncode == 0 else {}
     code, _, sig = fields.get("ExitCode", "").partition(":")
@@ -131,6 +132,7 @@ def final_state(job_id: str) -> dict:
         "state": fields.get("JobState", "UNKNOWN"),
         "exit_code": int(code) if code.isdigit() else None,
         "signal": int(sig) if sig.isdigit() else None,
+        "start_time": fields.get("StartTime"),
     }
 
 

@@ -41,3 +41,13 @@ def slurm(tmp_path_factory) -> Iterator[SlurmCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(autouse=True)
+def _slurm_settled(request) -> None:
+    """Each Slurm test starts on an idle cluster (the cluster lives for the whole session, and a
+    job or drained node one test leaves behind would delay the next test's jobs)."""
+    if "slurm" in request.fixturenames:
+        cleaned = request.getfixturevalue("slurm").settle()
+        if cleaned:
+            print(f"\nbefore {request.node.name}: cleaned up {', '.join(cleaned)}", file=sys.__stderr__, flush=True)

@@ -161,10 +161,7 @@ class SlurmCluster:
         self.processes.append(proc)
 
     def idle_nodes(self) -> set[str]:
-        out = subprocess.run(
-            [_tool("sinfo"), "-h", "-N", "-t", "idle", "-o", "%N"], capture_output=True, text=True, env=self.env()
-        )
-        return set(out.stdout.split()) if out.returncode == 0 else set()
+        return self._nodes_in_state("idle")
 
     def _wait(self, ready, what: str, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -182,6 +179,30 @@ class SlurmCluster:
             (self.root / f"spool-{node}").mkdir(exist_ok=True)
             self._daemon(_tool("slurmd"), "-N", node, log=f"slurmd-{node}.stderr")
         self._wait(lambda: self.idle_nodes() >= set(self.nodes), "the nodes", timeout_s)
+
+    def settle(self, timeout_s: float = 120) -> list[str]:
+        """Bring the cluster back to idle between tests: cancel what an earlier test left in the
+        queue, resume nodes it left drained, and wait until every node is idle again, so that no
+        test's job waits for another test's leftovers. Returns what had to be cleaned up."""
+        env = self.env()
+        left = subprocess.run([_tool("squeue"), "-h", "-o", "%i"], capture_output=True, text=True, env=env)
+        leftovers = left.stdout.split() if left.returncode == 0 else []
+        if leftovers:
+            subprocess.run([_tool("scancel"), *leftovers], capture_output=True, env=env)
+        busy = sorted(set(self.nodes) - self.idle_nodes())
+        for node in busy:
+            if node not in self._nodes_in_state("alloc,mix,comp"):
+                subprocess.run(
+                    [_tool("scontrol"), "update", f"nodename={node}", "state=resume"], capture_output=True, env=env
+                )
+        self._wait(lambda: self.idle_nodes() >= set(self.nodes), "idle nodes between tests", timeout_s)
+        return [f"job {j}" for j in leftovers] + [f"node {n}" for n in busy]
+
+    def _nodes_in_state(self, states: str) -> set[str]:
+        out = subprocess.run(
+            [_tool("sinfo"), "-h", "-N", "-t", states, "-o", "%N"], capture_output=True, text=True, env=self.env()
+        )
+        return set(out.stdout.split()) if out.returncode == 0 else set()
 
     def stop(self) -> None:
         """Stop exactly the processes start() started: daemons first, munged last."""

@@ -104,6 +104,7 @@ def one_round(slurm, tmp_path_factory):
     jobs = [j for p in PLACEMENTS for j in p.jobs]
     schedule = write_schedule(folder / "schedule.json", ROUND_S, PLACEMENTS, {j: fake_command(logs) for j in jobs})
     export_schedule("slurm", load_context(schedule), folder / "launch", grace_s=GRACE_S, progress_dir=str(progress))
+    slurm.settle()  # this module fixture is set up before the test's own settle
     run = run_driver(folder / "launch", environment(slurm.env()))
     assert run.returncode == 0, run.output
     return events(logs), run, progress
@@ -185,6 +186,19 @@ def test_round_checkpoints_and_progress(one_round):
     assert report["pair-a"]["slurm_job_id"] == report["pair-b"]["slurm_job_id"], "a pair is one Slurm job"
 
 
+def timeline(run, log: list[dict], index: int) -> str:
+    """When each job of a round started in Slurm and what its processes did, in seconds after the
+    submission: what a failed round needs explained."""
+    rnd = (run.report or {"rounds": [{}]})["rounds"][-1]
+    submitted = rnd.get("submitted_at") or 0.0
+    lines = [f"submitted at {submitted}, signalled at +{(rnd.get('signalled_at') or submitted) - submitted:.1f} s"]
+    lines += [f"{j['job_id']}: Slurm StartTime {j.get('start_time')}, {j['state']}" for j in rnd.get("jobs", [])]
+    for jid, job_events in by_job(log, index).items():
+        for e in job_events:
+            lines.append(f"  {jid} pid {e['pid']}: {e['event']} at +{e['time'] - submitted:.1f} s")
+    return "\n".join(lines)
+
+
 def stop_dir(log: list[dict]) -> str:
     """The fake trainer's folder (from the command every job was given)."""
     return log[0]["env"]["ROTA_PROGRESS_FILE"].rsplit("/progress/", 1)[0] + "/fake"
@@ -228,7 +242,7 @@ def test_next_round_loop(slurm, tmp_path):
         rota("export", "slurm", round_json, "--out", tmp_path / f"launch-{index}", "--progress-dir", progress,
              "--grace", LOOP_GRACE_S)  # fmt: skip
         run = run_driver(tmp_path / f"launch-{index}", environment(slurm.env()), f"round-{index:04d}")
-        assert run.returncode == 0, run.output
+        assert run.returncode == 0, f"{run.output}\n{timeline(run, events(fake), index)}"
         submitted = run.report["rounds"][0]["submitted_at"]
         jobs = by_job(events(fake), index)
         assert set(jobs) == {j for a in rnd["assignments"] for j in a["jobs"]}
