@@ -25,7 +25,14 @@ No round loop, however fast, makes a simulation with these same answers take
 less, so Gavel's time over this floor is the most speed-up any rewrite of the
 rest could reach without changing a schedule.
 
+Each point is then run again on a candidate faster solve path (`--candidate`, default
+`simplex`), side by side with the reference (interior point, the default), and checked against
+the bounds a faster path must keep: average JCT within 0.5 % and makespan within 1 % of the
+reference's, and every LP the reference solved reaching the same objective within 1e-6
+relative when the candidate solves it.
+
     python benchmarks/bench_simulate.py [--quick] [--jobs 300 | --window 150:300] [--rate 0.8] [--cluster 8:8:8]
+        [--candidate simplex|none]
 
 --quick, or any point option, runs only the main (or that) point.
 """
@@ -49,7 +56,7 @@ from planner.formats.cluster import parse_cluster
 from planner.formats.gavel_json import import_gavel  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
-from planner.policies.lp.highs import forget_answers  # noqa: E402
+from planner.policies.lp.highs import DEFAULT_METHOD, forget_answers  # noqa: E402
 
 GAVEL_TABLE = ROOT / "data" / "gavel" / "simulation_throughputs.json"
 
@@ -134,7 +141,7 @@ def recorded_gavel(point: dict) -> dict | None:
     return None
 
 
-def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
+def run_point(table, point: dict, recorders: list, method: str = DEFAULT_METHOD) -> tuple[dict, list]:
     """Simulate one point; (report, the LAS problems its policy was asked to solve)."""
     forget_answers()  # every point starts without answers stored by an earlier one (same LPs)
     make = simulate.make_cluster_policy
@@ -142,7 +149,9 @@ def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
     try:
         gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
         window = tuple(point["window"]) if point.get("window") else None
-        config = SimulationConfig(policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window)
+        config = SimulationConfig(
+            policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window, solver_method=method
+        )
         with LoadRecorder() as solves:
             result = run_simulation(
                 table, parse_cluster(point["cluster"]), Workload(generator=gen, num_jobs=point.get("jobs")), config
@@ -163,9 +172,12 @@ def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
         "jobs_finished": m.get("jobs_finished"),
         "jobs_per_s": m.get("jobs_per_wall_s"),  # finished jobs per wall-clock second
         "rounds_per_s": (m["rounds"] / m["wall_s"]) if m.get("wall_s") else None,
+        "makespan_h": m["makespan_s"] / 3600 if m.get("makespan_s") else None,
+        "solver_method": method,
         "highs_runs": len(solves.loaded),
         "highs_run_floor_s": solver_floor_seconds(solves.loaded),
     }
+    report["_loaded"] = solves.loaded  # for the candidate's objective check; not written
     recorded = recorded_gavel(point)
     if recorded is not None:
         report["gavel_recorded_sim_s"] = recorded["sim_s"]
@@ -173,6 +185,37 @@ def run_point(table, point: dict, recorders: list) -> tuple[dict, list]:
         report["speedup_vs_recorded_gavel"] = recorded["sim_s"] / report["wall_s"]
         report["speedup_ceiling_same_answers"] = recorded["sim_s"] / report["highs_run_floor_s"]
     return report, recorders[-1].problems
+
+
+# Issue #31's bounds for a faster solve path against the interior-point reference, checked in the
+# same run: average JCT within 0.5 %, makespan within 1 %, every LP's objective within 1e-6 relative.
+JCT_BOUND, MAKESPAN_BOUND, OBJECTIVE_BOUND = 0.005, 0.01, 1e-6
+
+
+def objective_gap(loaded: list[tuple], method: str) -> float:
+    """The largest relative difference between the objective each recorded LP reached and what
+    `method` reaches on the same LP (the same LPs, so the two answers are comparable)."""
+    worst = 0.0
+    for lp, kwargs in loaded:
+        reference = highs.run_loaded(highs.load_matrix(lp, **kwargs), policy="reference")
+        other = highs.run_loaded(highs.load_matrix(lp, **{**kwargs, "method": method}), policy="candidate")
+        if reference is None or other is None:
+            continue
+        ref, got = reference[1], other[1]
+        worst = max(worst, abs(got - ref) / max(abs(ref), 1e-12))
+    return worst
+
+
+def compare_candidate(reference: dict, candidate: dict) -> dict:
+    """The candidate path against the reference on one point: deltas and whether each bound holds."""
+    jct = candidate["avg_jct_h"] / reference["avg_jct_h"] - 1
+    span = candidate["makespan_h"] / reference["makespan_h"] - 1
+    objective = objective_gap(reference["_loaded"], candidate["solver_method"])
+    within = abs(jct) <= JCT_BOUND and abs(span) <= MAKESPAN_BOUND and objective <= OBJECTIVE_BOUND
+    out = {"avg_jct_change": jct, "makespan_change": span, "max_objective_gap": objective, "within_bounds": within}
+    if "gavel_recorded_sim_s" in reference:
+        out["speedup_vs_recorded_gavel"] = reference["gavel_recorded_sim_s"] / candidate["wall_s"]
+    return out
 
 
 def describe(point: dict) -> str:
@@ -211,6 +254,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="only the main point")
     parser.add_argument("--gavel-samples", type=int, default=60, help="cvxpy solves timed (spread over the run)")
+    parser.add_argument(
+        "--candidate",
+        default="simplex",
+        help="a faster solve path to run side by side with the reference (interior point) and check "
+        "against #31's bounds; 'none' to skip (default simplex)",
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "simulate.json"))
     args = parser.parse_args()
 
@@ -251,6 +300,19 @@ def main() -> None:
                 f"  solver floor: {report['highs_runs']} HiGHS runs alone take {report['highs_run_floor_s']:.3f} s "
                 f"->  at most {report['speedup_ceiling_same_answers']:.1f}x with these answers"
             )
+        if args.candidate != "none":
+            candidate, _ = run_point(table, point, [], method=args.candidate)
+            check = compare_candidate(report, candidate)
+            report["candidate"] = {k: v for k, v in candidate.items() if not k.startswith("_")} | check
+            speedup = check.get("speedup_vs_recorded_gavel")
+            faster = f", {speedup:.1f}x Gavel" if speedup is not None else ""
+            print(
+                f"  --solver-method {args.candidate}: {candidate['wall_s']:.2f} s{faster}; avg JCT "
+                f"{check['avg_jct_change']:+.2%}, makespan {check['makespan_change']:+.2%}, LP objectives within "
+                f"{check['max_objective_gap']:.1e}  ->  {'within' if check['within_bounds'] else 'OUTSIDE'} the bounds "
+                f"(JCT {JCT_BOUND:.1%}, makespan {MAKESPAN_BOUND:.0%}, objective {OBJECTIVE_BOUND:.0e})"
+            )
+        report.pop("_loaded")
     out = {"points": reports}
     if args.quick and args.out == parser.get_default("out"):
         args.out = str(ROOT / "benchmarks" / "results" / "quick" / "simulate.json")  # keep the full results

@@ -30,6 +30,12 @@ def test_bench_simulate_runs_its_main_point(tmp_path):
     (point,) = json.loads(out.read_text())["points"]
     assert point["status"] == "ok" and point["jobs_finished"] == 300
     assert point["highs_runs"] > 0 and point["gavel_recorded_sim_s"] > 0  # the recorder saw the solves
+    # the simplex path ran side by side: the same jobs, the same LP optima, its deltas computed
+    candidate = point["candidate"]
+    assert candidate["solver_method"] == "simplex" and candidate["jobs_finished"] == 300
+    assert candidate["max_objective_gap"] < 1e-6
+    expected = candidate["avg_jct_h"] / point["avg_jct_h"] - 1
+    assert candidate["avg_jct_change"] == expected and abs(expected) < 0.05
 
 
 def test_bench_sweep_throughput_runs_its_quick_sweep(tmp_path):
