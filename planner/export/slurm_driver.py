@@ -136,6 +136,17 @@ def final_state(job_id: str) -> dict:
     }
 
 
+def slurm_time(text: object) -> float | None:
+    """A time as scontrol prints it ('2026-12-07T12:46:00', this machine's local time) as seconds
+    since the epoch; None for 'Unknown', 'None' or anything else."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
 def write_json(path: str, document: dict) -> None:
     """Atomically (a reader never sees half a report); a failure is a warning, not an error."""
     tmp = f"{path}.{os.getpid()}.tmp"

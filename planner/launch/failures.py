@@ -2,8 +2,9 @@
 
 A job fails its round when it exits non-zero, is killed at the round's end (it outlived its
 grace: it ignored SIGTERM or took too long to checkpoint), or ends without a fresh progress
-report. A round it never got to run (not placed, its node lost, cancelled by someone else) is
-not its fault and changes nothing. After `max_failures` failed rounds in a row the job is given
+report. A round it never got to run (not placed, its node lost, cancelled by someone else, or
+started by Slurm too late to take the round's SIGTERM: the adapter reports NOT_RUN) is not its
+fault and changes nothing. After `max_failures` failed rounds in a row the job is given
 up on: marked failed in the state and no longer planned (`rota run --retry JOB` puts it back).
 """
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from launchers.slurm_rounds import (
 )
 from planner.cli import app
 from planner.export import export_schedule, load_context
+from planner.export.slurm_driver import slurm_time
 from planner.formats.cluster import read_cluster
 from planner.formats.jobs import read_jobs
 from planner.formats.progress import read_progress
@@ -199,10 +199,10 @@ def started_too_late(run) -> set[str]:
     signalled = rnd.get("signalled_at")
     late = set()
     for job in rnd["jobs"]:
-        start = job.get("start_time")
-        if signalled is None or job["exit_code"] != 143 or not start or start in ("None", "Unknown"):
+        start = slurm_time(job.get("start_time"))
+        if signalled is None or job["exit_code"] != 143 or start is None:
             continue
-        if time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%S")) >= signalled - TOO_LATE_S:
+        if start >= signalled - TOO_LATE_S:
             late.add(job["job_id"])
     return late
 
