@@ -112,8 +112,9 @@ def one_round(slurm, tmp_path_factory):
         died_of_signal = run.report is not None and all(e in (("COMPLETED", 0), ("FAILED", 143)) for e in ends)
         if run.returncode == 0 or attempt == 2 or not died_of_signal:
             break
-        # A job that died of the round's SIGTERM before its trainer set a handler (exit 143) was
-        # seen twice in CI on a loaded machine; its cause is not known. Printed, and run once more.
+        # Exit 143 after the trainer had stopped cleanly: a second SIGTERM (Slurm's to the step, and
+        # the wrapper's to its group) reached Python while it was exiting. A known race of the launch
+        # wrapper, seen in CI: printed, and the round run once more.
         print(f"\none round: a job died of the round's SIGTERM; running the round again\n{run.output}\n{run.report}")
     assert run.returncode == 0, f"{run.output}\n{run.report}"
     return events(logs), run, progress
@@ -215,6 +216,12 @@ def started_too_late(run) -> set[str]:
     return late
 
 
+def stopped_cleanly(folder: Path, index: int, job_id: str) -> bool:
+    """Every process of the job in this round wrote its stop event (it checkpointed)."""
+    procs = processes(by_job(events(folder), index).get(job_id, []))
+    return bool(procs) and all(p[-1]["event"] == "stop" for p in procs.values())
+
+
 def timeline(run, log: list[dict], index: int) -> str:
     """When each job of a round started in Slurm and what its processes did, in seconds after the
     submission: what a failed round needs explained."""
@@ -275,10 +282,17 @@ def test_next_round_loop(slurm, tmp_path):
         late = started_too_late(run)
         ended = {j["job_id"]: (j["state"], j["exit_code"]) for j in run.report["rounds"][0]["jobs"]}
         explained = f"{run.output}\n{timeline(run, events(fake), index)}"
-        assert all(ended[j] == ("COMPLETED", 0) for j in ended.keys() - late), explained
-        assert run.returncode == (1 if late else 0), explained
+        # Exit 143 after a clean stop: the trainer checkpointed and reported, then a second SIGTERM
+        # (Slurm's to every process of the step, and the wrapper's to its group) came while Python
+        # was exiting, with its handlers already reset. A known race of the launch wrapper (seen in
+        # CI); its checkpoint and report stand and are checked below like any other job's.
+        raced = {j for j, e in ended.items() if e == ("FAILED", 143) and stopped_cleanly(fake, index, j)} - late
+        assert all(ended[j] == ("COMPLETED", 0) for j in ended.keys() - late - raced), explained
+        assert run.returncode == (1 if late or raced else 0), explained
         if late:  # Slurm's doing, not rota's: printed, and the job must resume from its last checkpoint
             print(f"\nround {index}: Slurm started {sorted(late)} too late to take the round's SIGTERM\n{explained}")
+        if raced:
+            print(f"\nround {index}: {sorted(raced)} exited 143 after a clean stop\n{explained}")
         submitted = run.report["rounds"][0]["submitted_at"]
         jobs = by_job(events(fake), index)
         assert set(jobs) | late == {j for a in rnd["assignments"] for j in a["jobs"]}
