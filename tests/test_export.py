@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -289,6 +290,50 @@ def test_launch_wrapper_forwards_sigterm_for_checkpoints(tmp_path, shell):
     proc.terminate()  # what Slurm's --signal / the kubelet send at the round's end
     assert proc.wait(timeout=20) == 0
     assert (tmp_path / "a.ckpt").read_text() == "7" and (tmp_path / "b.ckpt").read_text() == "9"
+
+
+# A job that counts the SIGTERMs it gets: after the first it waits up to 3 s for another, then
+# writes how many came. (Two that come within microseconds read as one: Python runs its handler
+# once for both. Without the SLURM_STEP_ID rule most runs of the Slurm case count 2.)
+COUNTING_JOB = """import os, pathlib, signal, sys, time
+d = pathlib.Path(sys.argv[1])
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append(time.monotonic()))
+(d / (os.environ["ROTA_JOB_ID"] + ".started")).touch()
+deadline = time.monotonic() + 60
+while not got and time.monotonic() < deadline:
+    time.sleep(0.05)
+while got and len(got) < 2 and time.monotonic() < got[0] + 3:
+    time.sleep(0.05)
+(d / (os.environ["ROTA_JOB_ID"] + ".signals")).write_text(str(len(got)))
+"""
+
+
+@pytest.mark.parametrize(
+    ("slurm_step", "whole_group", "expected"),
+    [
+        (False, False, 1),  # a container's PID 1 or a batch shell: the wrapper alone is signalled
+        (True, True, 1),  # a Slurm step: Slurm signals every process; the wrapper adds none
+    ],
+)
+def test_launch_wrapper_sends_each_job_one_sigterm(tmp_path, slurm_step, whole_group, expected):
+    (tmp_path / "job.py").write_text(COUNTING_JOB)
+    command = f"{shlex.quote(sys.executable)} {tmp_path / 'job.py'} {tmp_path}"
+    script = launch_script([(command, {"ROTA_JOB_ID": "a"}), (command, {"ROTA_JOB_ID": "b"})])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    if slurm_step:
+        env["SLURM_STEP_ID"] = "0"
+    proc = subprocess.Popen(["/bin/sh", "-c", script], env=env, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while not all((tmp_path / f"{j}.started").exists() for j in "ab"):
+        assert time.monotonic() < deadline, "jobs did not start"
+        time.sleep(0.05)
+    if whole_group:
+        os.killpg(proc.pid, signal.SIGTERM)  # what scancel --signal does to a step
+    else:
+        proc.terminate()
+    assert proc.wait(timeout=30) == 0
+    assert [(tmp_path / f"{j}.signals").read_text() for j in "ab"] == [str(expected)] * 2
 
 
 # ----------------------------------------------------------------- Kubernetes

@@ -370,13 +370,17 @@ def launch_script(commands: list[tuple[str, dict[str, str]]], logs: Sequence[str
     `logs`, each command's output is appended to its own file (one per job, across rounds).
 
     SIGTERM, SIGUSR1 (Slurm's warning) or SIGINT to the wrapper become SIGTERM to its
-    whole process group, so the training processes themselves get it. Each command
-    runs under an `sh -c` that outlives it (`trap : TERM`), so the wrapper keeps
-    waiting while the jobs write their checkpoints; it exits with the first failure.
+    whole process group, so the training processes themselves get it: once, and not
+    inside a Slurm step (SLURM_STEP_ID set), where Slurm signals every process of the step
+    itself. A second SIGTERM there could reach a trainer that had already checkpointed
+    and was exiting, with Python's handlers reset, and turn its clean stop into exit 143.
+    Each command runs under an `sh -c` that outlives it (`trap : TERM`), so the wrapper
+    keeps waiting while the jobs write their checkpoints; it exits with the first failure.
     """
     lines = [
         'pids="" stopping="" signalled=""',
-        'stop() { signalled=1; [ -n "$stopping" ] && return; stopping=1; kill -TERM 0 2>/dev/null || true; }',
+        'stop() { signalled=1; [ -n "$stopping" ] && return; stopping=1;'
+        ' [ -n "${SLURM_STEP_ID:-}" ] || kill -TERM 0 2>/dev/null || true; }',
         "trap stop TERM USR1 INT",
     ]
     for folder in dict.fromkeys(os.path.dirname(log) for log in logs or () if os.path.dirname(log)):
