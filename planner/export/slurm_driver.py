@@ -12,7 +12,7 @@ because Slurm's own is coarse (`--time` in whole minutes, `--signal` up to a min
 * the round is over once no job is left in the queue.
 
 Then each job's state and exit code go into a JSON report (`state_file` of the plan, or
-STATE_FILE). Exit status: 0 every job completed; 1 a job failed, was cancelled or is unknown;
+STATE_FILE). Exit status: 0 every job completed; 1 a job failed, was cancelled, did not run or is unknown;
 2 a submission failed (the round's jobs were cancelled) or no such round; 128 + N after
 signal N (SIGINT, SIGTERM, SIGHUP: the jobs were cancelled). ROUND_S and GRACE_S override the
 plan's times.
@@ -147,6 +147,20 @@ def slurm_time(text: object) -> float | None:
         return None
 
 
+def started_too_late(state: dict, signalled_at: float | None, grace_s: float) -> float | None:
+    """Seconds between Slurm's start of a job and the round's SIGTERM, when the job got less than
+    the grace period before it and then died of it (exit 143) or outlived the round (KILLED): a
+    job that late (Slurm was slow, or its nodes were busy) had no fair chance to set its handler,
+    so its end says nothing about the job. None otherwise (the end stands as Slurm gave it)."""
+    died_of_it = state["state"] in ("FAILED", "COMPLETED") and state.get("exit_code") == 143
+    if signalled_at is None or not (died_of_it or state["state"] == "KILLED"):
+        return None
+    started = slurm_time(state.get("start_time"))
+    if started is None or signalled_at - started >= grace_s:
+        return None
+    return max(0.0, signalled_at - started)
+
+
 def write_json(path: str, document: dict) -> None:
     """Atomically (a reader never sees half a report); a failure is a warning, not an error."""
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -164,8 +178,10 @@ class Round:
     no job is left in the queue), `report()` says what became of each job. `run()` does all three.
 
     What the driver did to a job decides how its end reads: cancelled while it still waited to
-    start is NOT_RUN, cancelled at the round's end (it outlived its grace) is KILLED, cancelled by
-    anyone else (an operator's scancel) stays CANCELLED; `ended_at` is when the last job left."""
+    start is NOT_RUN, and so is a job Slurm started too late to take the round's SIGTERM
+    (`started_too_late`; `late_start_s` says how long it had); cancelled at the round's end (it
+    outlived its grace) is KILLED, cancelled by anyone else (an operator's scancel) stays
+    CANCELLED; `ended_at` is when the last job left."""
 
     def __init__(self, spec: dict, round_s: float, grace_s: float, cwd: str | None = None) -> None:
         self.spec = spec
@@ -268,6 +284,9 @@ class Round:
         for entry, slurm_id in self.submitted:
             state = self.states.get(slurm_id) or final_state(slurm_id)
             state = {**state, "state": self.outcome(slurm_id, state), "slurm_state": state["state"]}
+            state["late_start_s"] = started_too_late(state, self.signalled_at, self.grace_s)
+            if state["late_start_s"] is not None:
+                state["state"] = "NOT_RUN"
             for job_id in entry["jobs"]:
                 jobs.append({"job_id": job_id, "slurm_job_id": slurm_id, "script": entry["script"], **state})
         return {

@@ -18,7 +18,7 @@ from planner.errors import InputError
 from planner.export import export_schedule
 from planner.export.common import ExportContext
 from planner.export.slurm import ROUNDS_FILE
-from planner.export.slurm_driver import Round, SubmitError, run_tool, slurm_time
+from planner.export.slurm_driver import Round, SubmitError, run_tool
 from planner.formats.cluster import Cluster
 from planner.launch.adapter import ClusterState, JobResult, JobState, NodeState, RoundResult
 
@@ -59,20 +59,6 @@ STATES = {
     "NODE_FAIL": JobState.LOST,
     "BOOT_FAIL": JobState.LOST,
 }
-
-
-def started_too_late(job: dict, state: JobState, signalled_at: float | None, grace_s: float) -> float | None:
-    """Seconds between Slurm's start of a job and the round's SIGTERM, when the job got less than
-    the grace period before it and then died of it (exit 143) or outlived the round: a job that
-    late (Slurm was slow, or its nodes were busy) had no fair chance to set its handler, so its
-    end says nothing about the job. None otherwise (the end stands as Slurm gave it)."""
-    died_of_it = state == JobState.FAILED and job.get("exit_code") == 143
-    if signalled_at is None or not (died_of_it or state == JobState.KILLED):
-        return None
-    started = slurm_time(job.get("start_time"))
-    if started is None or signalled_at - started >= grace_s:
-        return None
-    return max(0.0, signalled_at - started)
 
 
 def node_fields(line: str) -> dict[str, str]:
@@ -165,9 +151,8 @@ class SlurmLauncher:
             if state == JobState.COMPLETED and code not in (0, None):
                 state = JobState.FAILED
             detail = f"Slurm job {job['slurm_job_id']}: {job['slurm_state']}"
-            late = started_too_late(job, state, report.get("signalled_at"), handle.grace_s)
+            late = job.get("late_start_s")  # the driver read it NOT_RUN (started_too_late)
             if late is not None:
-                state = JobState.NOT_RUN
                 detail += (
                     f"; Slurm started it {late:.0f} s before the round's SIGTERM (less than the {handle.grace_s:g} s "
                     "grace): too late to run, not held against it"

@@ -26,14 +26,12 @@ from launchers.slurm_rounds import (
 )
 from planner.cli import app
 from planner.export import export_schedule, load_context
+from planner.export.slurm_driver import started_too_late as late_start
 from planner.formats.cluster import read_cluster
 from planner.formats.jobs import read_jobs
 from planner.formats.progress import read_progress
 from planner.formats.schedule import write_schedule as write_schedule_file
 from planner.formats.table import read_table
-from planner.launch.adapter import JobState
-from planner.launch.slurm import STATES
-from planner.launch.slurm import started_too_late as late_start
 from planner.modes.next_round import make_policy_from
 from planner.modes.plan import build_schedule
 from planner.rounds.engine import EngineConfig, run_engine
@@ -198,12 +196,12 @@ TOO_LATE_S = 10
 def started_too_late(run) -> set[str]:
     """Jobs of a round that Slurm started at most TOO_LATE_S before its SIGTERM and that died of it
     or outlived the round: a loaded machine's scheduling delay, not a fault of the loop. The rule
-    is `rota run`'s own, with TOO_LATE_S for the grace period."""
+    is the driver's own (within the grace period it reports them NOT_RUN), with TOO_LATE_S."""
     rnd = run.report["rounds"][0]
     return {
         job["job_id"]
         for job in rnd["jobs"]
-        if late_start(job, STATES.get(job["state"], JobState.LOST), rnd.get("signalled_at"), TOO_LATE_S) is not None
+        if job.get("late_start_s") is not None or late_start(job, rnd.get("signalled_at"), TOO_LATE_S) is not None
     }
 
 
