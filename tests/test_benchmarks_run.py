@@ -34,8 +34,12 @@ def test_bench_simulate_runs_its_main_point(tmp_path):
     candidate = point["candidate"]
     assert candidate["solver_method"] == "simplex" and candidate["jobs_finished"] == 300
     assert candidate["max_objective_gap"] < 1e-6
-    expected = candidate["avg_jct_h"] / point["avg_jct_h"] - 1
-    assert candidate["avg_jct_change"] == expected and abs(expected) < 0.05
+    # Issue #31's bounds hold for simplex on this point (recorded: +0.2 % average JCT), and the
+    # benchmark says so: checked here from the two runs' own results.
+    jct = candidate["avg_jct_h"] / point["avg_jct_h"] - 1
+    span = candidate["makespan_h"] / point["makespan_h"] - 1
+    assert abs(jct) <= 0.005 and abs(span) <= 0.01, (jct, span)
+    assert candidate["within_bounds"] is True
 
 
 def test_bench_sweep_throughput_runs_its_quick_sweep(tmp_path):
