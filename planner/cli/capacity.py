@@ -17,6 +17,7 @@ from rich.table import Table
 from planner.cli.common import err, one_line, out, progress_bar, styled
 from planner.errors import InputError
 from planner.estimate.sensitivity import EstimatedCells, estimated_cells, pessimistic
+from planner.export.ray_driver import connect_ray
 from planner.formats.atomic import write_text_atomic
 from planner.formats.catalogue import Catalogue, read_catalogue
 from planner.formats.cluster import Cluster, cluster_to_dict
@@ -135,7 +136,7 @@ def capacity_command(
     sim = SimulationConfig(policy=policy, round_s=round_s)
     n_workers = workers or os.cpu_count() or 1
     with contextlib.ExitStack() as stack:  # a Ray connection, when asked for, lives as long as the search
-        ray = stack.enter_context(connected(ray_address)) if ray_address is not None else None
+        ray = stack.enter_context(connected(ray_address, connect_ray)) if ray_address is not None else None
         with progress_bar("[bold]capacity", "{task.fields[best]}", hidden=as_json) as bar:
             screening = bar.add_task("screen", total=min(n, max_configs), best="")
             bisecting = top if question.target is not None else 0  # the target's search along the front

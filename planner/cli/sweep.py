@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,7 @@ from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_
 from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite, parse_window
 from planner.errors import InputError
 from planner.estimate.scaling import ScaleOptions, read_trace_scaled
+from planner.export.ray_driver import connect_ray
 from planner.formats.inputs import load_cluster, load_table
 from planner.modes.sweep import (
     MAX_JOBS,
@@ -27,6 +29,7 @@ from planner.modes.sweep import (
     summary_rows,
     write_summary_csv,
 )
+from planner.modes.sweep_ray import connected
 from planner.modes.sweep_results import RESULTS
 from planner.modes.sweep_workers import SweepInterrupted
 from planner.policies import POLICY_NAMES, check_tenants
@@ -166,7 +169,10 @@ def sweep_command(
             "Gavel's simulator charges no restart cost and has no migration-aware mode", field="--gavel-compat"
         )
 
-    records = _run_with_progress(spec, out_dir, jobs, ray_address, quiet=as_json)
+    # Connected here, where the Ray driver's connect_ray (a missing token said at once) may be
+    # imported; the sweep reuses this connection.
+    with connected(ray_address, connect_ray) if ray_address is not None else contextlib.nullcontext():
+        records = _run_with_progress(spec, out_dir, jobs, ray_address, quiet=as_json)
     attach_rho(records, out_dir)
     write_summary_csv(records, out_dir / "summary.csv")
     setting = f"cluster {cluster}" + (f", jobs {window} measured" if window else "") + f", seeds {seeds}"

@@ -26,7 +26,9 @@ Each round's outcome goes into a JSON report, `ray_state.json` next to the plan 
 every job with its exit code on each node and its state (COMPLETED: every process exited 0;
 KILLED: SIGKILL at the round's end, it ignored SIGTERM; FAILED: anything else it did; LOST: its
 node or task was lost mid-round; NOT_RUN: its group was not placed). Exit status: 0 every job
-completed; 1 a job did not (its id and state are printed); 2 a group could not be placed, or no such round.
+completed; 1 a job did not (its id and state are printed); 2 a group could not be placed, or no such round,
+or the cluster requires an authentication token this process lacks (RAY_AUTH_MODE=token and RAY_AUTH_TOKEN
+or RAY_AUTH_TOKEN_PATH give it), said in one line instead of Ray's ~20 s of retries.
 
 This file is copied next to the plan; it imports ray only when run, and nothing from rota
 (rota's `rota run` imports its functions, so both run the same code).
@@ -559,6 +561,75 @@ def write_report(path: str, document: dict) -> None:
         print(f"warning: cannot write the state report {path}: {exc}", file=sys.stderr, flush=True)
 
 
+# What a process needs to connect to a cluster started with RAY_AUTH_MODE=token (Ray reads these).
+TOKEN_HELP = (
+    "set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN, or in a file named by "
+    "RAY_AUTH_TOKEN_PATH (default ~/.ray/auth_token)"
+)
+
+
+def connect_ray(address: str, **options: Any) -> str | None:
+    """ray.init(address=address, **options): None once connected, or the one-line error to show where
+    the cluster requires an authentication token and refuses this process's (none, or not the
+    cluster's). Told by one quick try first (token_refused): otherwise ray.init retries for ~20 s,
+    a warning each second, and says only 'Failed to connect'. Other errors raise as ray.init raises
+    them. (ray_driver.py and ray_profile.py have the same lines: each is copied alone next to its plan.)"""
+    import ray
+    import ray.exceptions
+
+    no_token = getattr(ray.exceptions, "AuthenticationError", ())  # none in a Ray without token authentication
+    refused = (
+        f"the Ray cluster at {address!r} requires an authentication token, and this process has none "
+        f"or a wrong one: {TOKEN_HELP}"
+    )
+    if token_refused(address):
+        return refused
+    try:
+        ray.init(address=address, **options)
+    except no_token:  # RAY_AUTH_MODE=token here, but no token at all
+        return refused
+    except ConnectionError as exc:  # Ray chains its last try's traceback to it, as text
+        if "AuthenticationError" in str(exc.__cause__) or "InvalidAuthToken" in str(exc.__cause__):
+            return refused
+        raise
+    return None
+
+
+def token_refused(address: str) -> bool:
+    """Whether the Ray cluster at `address` (HOST:PORT) refuses this process's authentication token:
+    one connection to its GCS, with Ray's warning about it kept off stderr. False for anything else:
+    it connects, nobody answers, or the address is 'auto' or a ray:// one (ray.init's own lookup)."""
+    host, _, port = address.rpartition(":")
+    if not host or "://" in address or not port.isdigit():
+        return False
+    try:
+        # ray.init's own steps (not public: where they are gone, no quick check); no stub in 2.60
+        from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
+        from ray._raylet import GcsClient  # type: ignore[attr-defined,unused-ignore]
+        from ray.exceptions import AuthenticationError
+
+        socket.create_connection((host, int(port)), timeout=10).close()  # nobody answers: ray.init says so
+    except (ImportError, OSError):
+        return False
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        # RAY_AUTH_MODE=token and no token: refused here (a GcsClient would abort the process)
+        ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        GcsClient(address=address)
+    except AuthenticationError:
+        return True
+    except Exception:  # anything else is ray.init's to report
+        return False
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    return False
+
+
 def run_round(
     rnd: dict, plan: dict, placement_timeout_s: float | None = None, round_start: float | None = None
 ) -> dict:
@@ -597,9 +668,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no such round: {', '.join(map(str, unknown))}", file=sys.stderr, flush=True)
         return 2
     report_path = os.environ.get("STATE_FILE") or os.path.join(os.path.dirname(args.plan) or ".", "ray_state.json")
-    import ray
-
-    ray.init(address=args.address, logging_level=logging.ERROR)
+    refused = connect_ray(args.address, logging_level=logging.ERROR)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr, flush=True)
+        return 2
     done: list[dict] = []
     status = 0
     for rnd in rounds:

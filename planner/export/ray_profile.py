@@ -12,7 +12,9 @@ options then mean the same), else in a temporary one. Its output goes to logs/<w
 Once every job has succeeded, `rota table merge --strict` writes the merged table here.
 
 Exit status: 0 merged; 1 a job or the merge failed (the other shards are kept: run it again);
-2 a job can never be placed (no node has its resource or enough GPUs), before anything runs.
+2 a job can never be placed (no node has its resource or enough GPUs), or the cluster requires an
+authentication token this process lacks (RAY_AUTH_MODE=token and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH
+give it), before anything runs.
 A report of each job (exit code, Ray node, its resources) goes to ray_profile_state.json.
 
 This file is copied next to its plan (ray_profile_jobs.json); it imports ray only when run, and
@@ -25,10 +27,12 @@ import argparse
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 PLAN = "ray_profile_jobs.json"
 STATE = "ray_profile_state.json"
@@ -105,6 +109,75 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+# What a process needs to connect to a cluster started with RAY_AUTH_MODE=token (Ray reads these).
+TOKEN_HELP = (
+    "set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN, or in a file named by "
+    "RAY_AUTH_TOKEN_PATH (default ~/.ray/auth_token)"
+)
+
+
+def connect_ray(address: str, **options: Any) -> str | None:
+    """ray.init(address=address, **options): None once connected, or the one-line error to show where
+    the cluster requires an authentication token and refuses this process's (none, or not the
+    cluster's). Told by one quick try first (token_refused): otherwise ray.init retries for ~20 s,
+    a warning each second, and says only 'Failed to connect'. Other errors raise as ray.init raises
+    them. (ray_driver.py and ray_profile.py have the same lines: each is copied alone next to its plan.)"""
+    import ray
+    import ray.exceptions
+
+    no_token = getattr(ray.exceptions, "AuthenticationError", ())  # none in a Ray without token authentication
+    refused = (
+        f"the Ray cluster at {address!r} requires an authentication token, and this process has none "
+        f"or a wrong one: {TOKEN_HELP}"
+    )
+    if token_refused(address):
+        return refused
+    try:
+        ray.init(address=address, **options)
+    except no_token:  # RAY_AUTH_MODE=token here, but no token at all
+        return refused
+    except ConnectionError as exc:  # Ray chains its last try's traceback to it, as text
+        if "AuthenticationError" in str(exc.__cause__) or "InvalidAuthToken" in str(exc.__cause__):
+            return refused
+        raise
+    return None
+
+
+def token_refused(address: str) -> bool:
+    """Whether the Ray cluster at `address` (HOST:PORT) refuses this process's authentication token:
+    one connection to its GCS, with Ray's warning about it kept off stderr. False for anything else:
+    it connects, nobody answers, or the address is 'auto' or a ray:// one (ray.init's own lookup)."""
+    host, _, port = address.rpartition(":")
+    if not host or "://" in address or not port.isdigit():
+        return False
+    try:
+        # ray.init's own steps (not public: where they are gone, no quick check); no stub in 2.60
+        from ray._private.authentication.authentication_token_setup import ensure_token_if_auth_enabled
+        from ray._raylet import GcsClient  # type: ignore[attr-defined,unused-ignore]
+        from ray.exceptions import AuthenticationError
+
+        socket.create_connection((host, int(port)), timeout=10).close()  # nobody answers: ray.init says so
+    except (ImportError, OSError):
+        return False
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        # RAY_AUTH_MODE=token and no token: refused here (a GcsClient would abort the process)
+        ensure_token_if_auth_enabled(None, create_token_if_missing=False)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        GcsClient(address=address)
+    except AuthenticationError:
+        return True
+    except Exception:  # anything else is ray.init's to report
+        return False
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--address", default="auto", help="Ray cluster address (default: auto)")
@@ -113,7 +186,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = json.loads((here / PLAN).read_text(encoding="utf-8"))
     import ray
 
-    ray.init(address=args.address, logging_level=logging.ERROR, log_to_driver=False)
+    refused = connect_ray(args.address, logging_level=logging.ERROR, log_to_driver=False)
+    if refused:
+        print(f"error: {refused}", file=sys.stderr, flush=True)
+        return 2
     lacking = unplaceable(plan["jobs"], ray.nodes())
     if lacking:
         print("error: cannot place " + "; ".join(lacking), file=sys.stderr, flush=True)

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from planner.errors import InputError
 from planner.export import export_schedule
 from planner.export.common import ExportContext
 from planner.export.ray import DEFAULT_NODE_RESOURCE
-from planner.export.ray_driver import RoundRun
+from planner.export.ray_driver import RoundRun, connect_ray
 from planner.formats.cluster import Cluster
 from planner.launch.adapter import ClusterState, JobResult, JobState, NodeState, RoundResult
 
@@ -129,7 +130,9 @@ class RayLauncher:
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=self.address, logging_level=logging.ERROR, log_to_driver=False)
+            refused = connect_ray(self.address, logging_level=logging.ERROR, log_to_driver=False)
+            if refused:  # a cluster with token authentication, and no token (or a wrong one) here
+                raise InputError(refused, field="--address")
 
     def cluster_state(self, cluster: Cluster) -> ClusterState:
         import ray

@@ -31,20 +31,30 @@ def import_ray() -> Any:
 
 
 @contextlib.contextmanager
-def connected(address: str) -> Iterator[Any]:
+def connected(address: str, connect: Callable[..., str | None] | None = None) -> Iterator[Any]:
     """Ray, connected to the cluster at `address` ('auto': RAY_ADDRESS, else the cluster
     running on this machine). Never starts a cluster; a connection made by the caller is
-    used as it is and left open."""
+    used as it is and left open. `connect(address, **ray.init options)`, if given, connects
+    instead of ray.init and returns the one line to show when the cluster refuses this process
+    (the CLI passes the Ray driver's `connect_ray`, which tells a missing authentication token
+    at once; this stage cannot import the export stage)."""
     ray = import_ray()
     if ray.is_initialized():
         yield ray
         return
     _answers(address)
+    options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
     try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        if connect is None:
+            ray.init(address=address, **options)
+            refused = None
+        else:
+            refused = connect(address, **options)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"cannot connect to the Ray cluster at {address!r}: {first}", field="--ray") from None
+    if refused:  # a cluster with token authentication, and no token (or a wrong one) here
+        raise InputError(refused, field="--ray")
     try:
         yield ray
     finally:

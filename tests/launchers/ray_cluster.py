@@ -81,8 +81,16 @@ READY = b"This command will now block forever"
 
 
 class LocalRayCluster:
-    def __init__(self, nodes: list[FakeNode], *, ray_bin: str | None = None, node_resource: str = "node:"):
+    def __init__(
+        self,
+        nodes: list[FakeNode],
+        *,
+        ray_bin: str | None = None,
+        node_resource: str = "node:",
+        env: dict[str, str] | None = None,
+    ):
         self.nodes = nodes
+        self.env = env or {}  # more environment for every node (RAY_AUTH_MODE=token and its token)
         self.ray = ray_bin or str(Path(sys.executable).with_name("ray"))
         self.node_resource = node_resource
         self.temp_dir = tempfile.mkdtemp(prefix="rota-ray-")
@@ -113,7 +121,7 @@ class LocalRayCluster:
         return cmd
 
     def _start_node(self, node: FakeNode, head: bool) -> None:
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "ROTA_TEST_NODE": node.name}
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "ROTA_TEST_NODE": node.name, **self.env}
         env.pop("RAY_ADDRESS", None)
         log = open(Path(self.temp_dir) / f"start-{node.name}.log", "wb")  # noqa: SIM115 (closed with the process)
         self.procs.append(
@@ -219,17 +227,17 @@ class LocalRayCluster:
         self.stop()
 
 
-def running_cluster(nodes: list[FakeNode], what: str) -> Iterator[LocalRayCluster]:
-    """The body of a module's `ray_cluster` fixture: a started cluster of `nodes`, stopped after the
-    module; the module's tests skip, saying why (`what`: "the Ray launcher tests"), where ray cannot
-    be imported or the cluster does not start."""
+def running_cluster(nodes: list[FakeNode], what: str, env: dict[str, str] | None = None) -> Iterator[LocalRayCluster]:
+    """The body of a module's `ray_cluster` fixture: a started cluster of `nodes` (`env`: more
+    environment for its nodes), stopped after the module; the module's tests skip, saying why
+    (`what`: "the Ray launcher tests"), where ray cannot be imported or the cluster does not start."""
     try:
         import ray  # noqa: F401
     except ImportError as exc:
         print(f"skipping {what}: ray cannot be imported ({exc})")
         pytest.skip(f"ray cannot be imported: {exc}")
     with without_auth_token():
-        cluster = LocalRayCluster(nodes)
+        cluster = LocalRayCluster(nodes, env=env)
         started = time.monotonic()
         try:
             cluster.start()
