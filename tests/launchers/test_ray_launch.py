@@ -316,11 +316,12 @@ def test_an_unplaceable_group_costs_only_its_own_jobs(ray_cluster, inputs):
     assert started == set(states) - not_run, "the other groups ran, the two did not"
 
 
-def test_the_adapter_runs_a_round_on_the_loops_clock(ray_cluster, ray_client, inputs):
+def test_the_adapter_runs_a_round_on_the_loops_clock(ray_cluster, ray_client, inputs, monkeypatch):
     """rota run's path: cluster_state, prepare (the exporter's plan), launch with the loop's round start
     (8 s before the launch: the round's clock counts from it), wait, collect; one group waits for 3
     GPUs of a 2-GPU node, one for a node that does not exist: NOT_RUN, the others COMPLETED."""
     d = inputs["dir"]
+    monkeypatch.chdir(d)  # rota run's jobs run where rota runs: their logs/ goes there
     plan_rounds(inputs, 2)
     spec = read_cluster(inputs["cluster"])
     launcher = RayLauncher(ray_cluster.address, placement_timeout_s=3, grace_s=GRACE_S)
@@ -357,9 +358,10 @@ def test_the_adapter_runs_a_round_on_the_loops_clock(ray_cluster, ray_client, in
     assert len([e for e in log if e["event"] == "signal"]) == len([e for e in log if e["event"] == "start"])
 
 
-def test_the_adapter_cancels_a_round(ray_cluster, ray_client, inputs):
+def test_the_adapter_cancels_a_round(ray_cluster, ray_client, inputs, monkeypatch):
     """cancel(): every started job's processes are gone within seconds, its state CANCELLED."""
     d, work = inputs["dir"], inputs["work"]
+    monkeypatch.chdir(d)  # the jobs' logs/ goes where rota runs
     plan_rounds(inputs, 1)
     launcher = RayLauncher(ray_cluster.address, grace_s=GRACE_S)
     prepared = launcher.prepare(load_context(d / "schedule.json"), d / "launch", {})
