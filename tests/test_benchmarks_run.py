@@ -42,6 +42,17 @@ def test_bench_simulate_runs_its_main_point(tmp_path):
     assert candidate["within_bounds"] is True
 
 
+def test_bench_solver_variants_runs_its_quick_point(tmp_path):
+    out = tmp_path / "variants.json"
+    run_benchmark("bench_solver_variants.py", "--quick", "--variants", "ipm-nopresolve", "--out", str(out))
+    (point,) = json.loads(out.read_text())["points"]
+    assert point["point"]["jobs"] == 100 and point["reference"]["highs_run_floor_s"] > 0
+    variant = point["ipm-nopresolve"]
+    # the variant really ran without presolve: its LPs reach the reference's optima
+    assert 0 < variant["highs_run_floor_s"] and variant["max_objective_gap"] < 1e-6
+    assert variant["within_bounds"] is True
+
+
 def test_bench_sweep_throughput_runs_its_quick_sweep(tmp_path):
     out = tmp_path / "sweep.json"
     run_benchmark("bench_sweep_throughput.py", "--quick", "--no-ray", "--out", str(out))
