@@ -44,6 +44,7 @@ from planner.rounds.mechanism import (
     Unplaced,
     visiting_order,
 )
+from planner.rounds import compiled as compiled_rounds
 from planner.rounds.restart import RestartCosts
 
 
@@ -72,6 +73,11 @@ class EngineConfig:
     #   are inflated after idle gaps); the last round runs the exact, possibly fractional, remainder;
     # - a co-located job's completion time is its pair's finish.
     gavel_compat: bool = False
+    # "python": the reference round loop; "compiled": `step_many` runs the rounds between two
+    # events in one compiled call (planner.rounds.compiled; needs numba) where the case allows
+    # it (Gavel-compat, single-GPU jobs, no pairs, quotas, restart costs; a fixed visiting
+    # order; keep_rounds False), else the Python step.
+    round_loop: str = "python"
 
 
 @dataclass
@@ -85,6 +91,28 @@ class RoundRecord:
     unplaced: list[Unplaced] = field(default_factory=list)  # chosen, but no whole nodes had room
     # per multi-node placement: the switch / NVLink domain all its nodes share (schedule fields)
     domains: dict[Key, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass
+class RoundBatch:
+    """Consecutive rounds run by the compiled loop (`Engine.step_many`), no event between them
+    but after the last: per round its start and end, how many entries it placed and how many of
+    those kept last round's GPUs, and its placements (entry, type index) as flat arrays; `last`
+    is the last round's full record (its finished jobs have their finish times)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    n_placed: np.ndarray
+    n_same: np.ndarray
+    offsets: np.ndarray  # round r's placements: [offsets[r], offsets[r + 1])
+    entries: np.ndarray  # per placement: the job's number in `job_ids`
+    types: np.ndarray  # per placement: worker type index
+    job_ids: list[str]
+    type_names: list[str]
+    last: RoundRecord
+
+    def __len__(self) -> int:
+        return len(self.starts)
 
 
 @dataclass
@@ -234,6 +262,9 @@ class Engine:
         self._last_type: dict[str, str] = {}  # job id -> the worker type it last started on (restart tally)
         self._entries_version = -1  # the mechanism's entries the caches below were filled for
         self._ok = np.zeros((0, len(self.types)), dtype=bool)  # runnable, stacked in entry order
+        self._compiled_cache: tuple | None = None  # (entries version, allocation, per-entry arrays)
+        self._compiled_geometry: tuple | None = None  # per type: GPUs, nodes, GPUs per node, node names
+        self.compiled_stats = {"calls": 0, "batches": 0, "rounds": 0}  # compiled calls, batches they ran, rounds
         self.submit(list(jobs))
 
     # snapshot --------------------------------------------------------------
@@ -518,6 +549,17 @@ class Engine:
         return self.order
 
     def step(self) -> RoundRecord | None:
+        return self._step(None)  # type: ignore[return-value]  # None: never a batch
+
+    def step_many(self, until_s: float = math.inf) -> RoundRecord | RoundBatch | None:
+        """`step`, except that with `config.round_loop == "compiled"`, where the case allows it,
+        the rounds up to the next event (a job finishing, an arrival, a re-solve due, a round
+        ending after `until_s`) run in one compiled call and come back as one RoundBatch."""
+        if self.config.round_loop != "compiled" or not self._compiled_case():
+            return self.step()
+        return self._step(until_s)
+
+    def _step(self, until_s: float | None) -> RoundRecord | RoundBatch | None:
         config, mech = self.config, self.mech
         compat = config.gavel_compat
         while True:
@@ -546,6 +588,10 @@ class Engine:
                 n = len(mech.keys)
                 self._ok = np.array([runnable[k] for k in mech.keys], dtype=bool).reshape(n, len(self.types))
                 self._entries_version = mech.version
+            if until_s is not None and not mech._pairs:
+                batch = self._compiled_rounds(until_s)
+                if batch is not None:
+                    return batch
             placements = self._choose_and_place()
             if placements:
                 return self._execute(placements, held)
@@ -630,6 +676,148 @@ class Engine:
         if mech.unplaced:  # GPUs a gang could not use go to the next entries in the fill's order
             placements = placements + mech.backfill(order, scale, fifo=fifo, spread_ok=spread_ok)
         return placements
+
+    # compiled rounds -------------------------------------------------------
+    def _compiled_case(self) -> bool:
+        """Whether `planner.rounds.compiled` can run this engine's rounds (checked per run; the
+        per-entry conditions, 1 GPU and no pairs, are checked before each compiled call)."""
+        config, tenants = self.config, self.cluster.tenants
+        if not compiled_rounds.HAVE_NUMBA:
+            return False
+        fixed = config.visit_order in ("fastest", "spec") or (
+            config.visit_order == "gavel" and self.policy.perf_aware
+        )
+        return (
+            config.gavel_compat
+            and self.restart is None
+            and not self.migration_aware
+            and (tenants is None or not tenants.has_quotas)
+            and not config.keep_rounds
+            and fixed
+        )
+
+    def _compiled_arrays(self) -> tuple | None:
+        """Per-entry arrays that change only with the entries or a re-solve (cached until then)."""
+        mech = self.mech
+        cached = self._compiled_cache
+        if cached is not None and cached[0] == mech.version and cached[1] is mech.alloc:
+            return cached[2]
+        keys, scale = mech.keys, self._scale
+        arrays = None
+        if all(len(k) == 1 and scale[k] == 1 for k in keys):
+            jobs = [k[0] for k in keys]
+            outcomes = self.outcomes
+            rates = np.ascontiguousarray(self.solo_rates(jobs), dtype=float)
+            total = np.fromiter((outcomes[jid].job.total_steps for jid in jobs), dtype=float, count=len(jobs))
+            alloc = mech.alloc
+            has_alloc = np.fromiter((k in alloc for k in keys), dtype=bool, count=len(keys))
+            arrays = (jobs, rates, total, has_alloc, np.ascontiguousarray(mech._alloc_matrix()))
+        self._compiled_cache = (mech.version, mech.alloc, arrays)
+        return arrays
+
+    def _compiled_rounds(self, until_s: float) -> RoundBatch | None:
+        """Rounds up to the next event in one compiled call (None: not this time, the Python
+        step runs the round). State goes back into the engine and the mechanism exactly as the
+        Python rounds would have left it."""
+        mech, config = self.mech, self.config
+        keys = mech.keys
+        n, m = len(keys), len(self.types)
+        if n == 0:
+            return None
+        arrays = self._compiled_arrays()
+        if arrays is None:
+            return None
+        jobs, rates, total, has_alloc, alloc = arrays
+        outcomes, types, rows = self.outcomes, self.types, mech.rows
+        steps = np.fromiter((outcomes[jid].steps_done for jid in jobs), dtype=float, count=n)
+        geometry = self._compiled_geometry
+        if geometry is None:
+            specs = [self.cluster.worker_types[w] for w in types]
+            geometry = self._compiled_geometry = (
+                np.array([s.gpus for s in specs], dtype=np.int64),
+                np.array([len(s.nodes) for s in specs], dtype=np.int64),
+                np.array([s.gpus_per_node for s in specs], dtype=np.int64),
+                [{node: a for a, node in enumerate(s.nodes)} for s in specs],
+                [list(s.nodes) for s in specs],
+            )
+        cap, nodes, per_node, node_index, node_names = geometry
+        prev_type = np.full(n, -1, dtype=np.int64)
+        prev_node = np.full(n, -1, dtype=np.int64)
+        prev_gpu = np.full(n, -1, dtype=np.int64)
+        type_index = self._type_index
+        for key, p in mech.previous.items():
+            i = rows.get(key)
+            if i is None or len(p.gpus) != 1:
+                continue
+            j = type_index[p.worker_type]
+            node, g = p.gpus[0]
+            prev_type[i], prev_node[i], prev_gpu[i] = j, node_index[j][node], g
+        left = config.max_rounds - self.n_rounds
+        K = max(1, min(left, 256))
+        G = int(cap.sum())
+        busy = np.array([self.busy[w] for w in types], dtype=float)
+        starts, ends = np.empty(K), np.empty(K)
+        n_placed, n_same = np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
+        offsets = np.empty(K + 1, dtype=np.int64)
+        pl_entry, pl_type = np.empty(K * G, dtype=np.int64), np.empty(K * G, dtype=np.int64)
+        pl_node, pl_gpu = np.empty(K * G, dtype=np.int64), np.empty(K * G, dtype=np.int64)
+        last_steps, last_is_int, last_finish = np.empty(G), np.empty(G, dtype=bool), np.empty(G)
+        finished = np.zeros(n, dtype=bool)
+        last_reset = math.nan if mech.last_reset is None else mech.last_reset
+        next_arrival = self.pending[0].arrival_s if self.pending else math.inf
+        k, _stop = compiled_rounds.run_rounds(
+            self._clock(), self._round_origin, float(config.round_s), float(last_reset),
+            float(config.min_resolve_interval_s), bool(self.need_update), float(next_arrival), float(until_s),
+            left, bool(self.policy.fifo),
+            mech._spent, mech._deficit, alloc, has_alloc, self._ok, rates, mech.worker_time, busy,
+            steps, total, np.asarray(self._visiting_order(), dtype=np.int64), cap, nodes, per_node,
+            prev_type, prev_node, prev_gpu,
+            starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
+            last_steps, last_is_int, last_finish, finished,
+        )  # fmt: skip
+        stats = self.compiled_stats
+        stats["calls"] += 1
+        if k == 0:
+            return None
+        stats["batches"] += 1
+        stats["rounds"] += k
+        # back into the engine: busy time, steps, the clock, the leases, the last round's record
+        for j, w in enumerate(types):
+            self.busy[w] = float(busy[j])
+        used = offsets[k]
+        for i in np.unique(pl_entry[:used]).tolist():
+            outcomes[jobs[i]].steps_done = float(steps[i])
+        first = int(offsets[k - 1])
+        placements, planned, done = [], {}, []
+        before = mech.previous
+        for q in range(used - first):
+            p = first + q
+            i, j, a, g = int(pl_entry[p]), int(pl_type[p]), int(pl_node[p]), int(pl_gpu[p])
+            key, name = keys[i], types[j]
+            was = before.get(key)
+            gpu = (node_names[j][a], g)
+            placement = was if was is not None and was.worker_type == name and was.gpus == (gpu,) else None
+            placements.append(placement or Placement(key, name, (gpu,)))
+            jid = jobs[i]
+            planned[jid] = int(last_steps[q]) if last_is_int[q] else float(last_steps[q])
+            if finished[i]:
+                done.append((jid, float(last_finish[q])))
+        end = float(ends[k - 1])
+        record = RoundRecord(self.n_rounds + k - 1, float(starts[k - 1]), end, placements, planned, [])
+        batch = RoundBatch(
+            starts[:k].copy(), ends[:k].copy(), n_placed[:k].copy(), n_same[:k].copy(),
+            (offsets[: k + 1]).copy(), pl_entry[:used].copy(), pl_type[:used].copy(), jobs, types, record,
+        )  # fmt: skip
+        self.n_rounds += k
+        self._round_origin = end
+        mech.previous = {p.jobs: p for p in placements}
+        mech._leases, mech.unplaced, mech.spread, mech._left, mech._ranking = before, [], set(), {}, None
+        for jid, finish in done:
+            outcomes[jid].finish_s = finish
+        if done:
+            self._complete(*(jid for jid, _ in done))
+        self.t = end
+        return batch
 
     # restarts --------------------------------------------------------------
     def _held(self) -> dict[str, tuple[str, frozenset[Gpu]]]:
