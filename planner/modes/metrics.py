@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.rounds.engine import JobOutcome, RoundRecord
+from planner.rounds.engine import JobOutcome, RoundBatch, RoundRecord
 from planner.rounds.mechanism import Placement
 
 PERCENTILES = (50, 90, 99)
@@ -93,6 +93,27 @@ class LeaseCounter:
                 self.extensions += same
         self._previous = record
 
+    def add_batch(self, batch: RoundBatch, outcomes: Mapping[str, JobOutcome]) -> None:
+        """`add` for each round of a compiled batch, in order: no job finished before its last
+        round, so every placement of an earlier round is an opportunity; the batch counts the
+        placements that kept last round's GPUs (`n_same`)."""
+        prev = self._previous
+        if prev is not None:
+            limit = prev.end_s + 1e-9
+            for p in prev.placements:
+                for j in p.jobs:
+                    finish = outcomes[j].finish_s
+                    if finish is None or finish > limit:
+                        self.opportunities += 1
+                        break
+            if abs(float(batch.starts[0]) - prev.end_s) <= 1e-9:
+                self.extensions += int(batch.n_same[0])
+        if len(batch) > 1:
+            self.opportunities += int(batch.n_placed[:-1].sum())
+            joined = np.abs(batch.starts[1:] - batch.ends[:-1]) <= 1e-9
+            self.extensions += int(batch.n_same[1:][joined].sum())
+        self._previous = batch.last
+
     @property
     def rate(self) -> float | None:
         return None if self.opportunities == 0 else self.extensions / self.opportunities
@@ -127,6 +148,26 @@ class GpuUsage:
                 per_type = held.setdefault(j, {})
                 per_type[w] = per_type.get(w, 0.0) + share
             self.idle_after_finish_gpu_s += (end - last) * gpus
+
+    def add_batch(self, batch: RoundBatch, outcomes: Mapping[str, JobOutcome]) -> None:
+        """`add` for each round of a compiled batch, in order. Before its last round no job
+        finished: each placement (one job, one GPU) held its GPU the whole round and none idled;
+        the additions per job and type are made one round at a time, as `add` makes them."""
+        k = len(batch)
+        if k > 1:
+            used = int(batch.offsets[k - 1])
+            entries, types = batch.entries[:used], batch.types[:used]
+            values = np.repeat(batch.ends[: k - 1] - batch.starts[: k - 1], batch.n_placed[: k - 1])
+            m = int(types.max()) + 1
+            cells, inverse = np.unique(entries * m + types, return_inverse=True)
+            held, jobs, type_names = self.job_gpu_s, batch.job_ids, batch.type_names
+            start = np.array(
+                [held.get(jobs[c // m], {}).get(type_names[c % m], 0.0) for c in cells.tolist()], dtype=float
+            )
+            np.add.at(start, inverse.reshape(-1), values)
+            for c, v in zip(cells.tolist(), start.tolist()):
+                held.setdefault(jobs[c // m], {})[type_names[c % m]] = v
+        self.add(batch.last, outcomes)
 
 
 def restart_metrics(

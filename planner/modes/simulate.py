@@ -33,7 +33,7 @@ from planner.modes.tenants import refuse_barred, tenant_summary
 from planner.policies import make_cluster_policy
 from planner.policies.base import Policy
 from planner.policies.lp import DEFAULT_METHOD
-from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundRecord
+from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundBatch, RoundRecord
 from planner.rounds.restart import charged_restarts
 
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
@@ -64,6 +64,7 @@ class SimulationConfig:
     max_time_s: float | None = None  # --max-hours: stop ("time_limit") when the window is unfinished by then
     restart_cost_s: float | None = None  # --restart-cost: every (re)start costs this (None: table, cluster, 0)
     migration_aware: bool = False  # keep jobs on their worker type when a move does not pay
+    round_loop: str = "python"  # "compiled": planner.rounds.compiled where the case allows it
 
     def engine_config(self, policy: Policy) -> EngineConfig:
         if self.gavel_compat:
@@ -76,6 +77,7 @@ class SimulationConfig:
                 type_order=GAVEL_TYPE_ORDER,
                 keep_rounds=False,
                 gavel_compat=True,
+                round_loop=self.round_loop,
             )
         return EngineConfig(
             round_s=self.round_s,
@@ -415,9 +417,24 @@ def _step(
 ) -> tuple[str, str | None]:
     """Step the engine until the window is done ("ok") or the watch stops the run early."""
     last_report = 0.0
-    while (record := engine.step()) is not None:
-        leases.add(record, engine.outcomes)
-        usage.add(record, engine.outcomes)
+    compiled = engine.config.round_loop == "compiled"
+    while True:
+        if compiled:
+            # a batch ends after the round that passes a time limit, where the watch stops the run
+            limits = [s for s in (watch.max_time_s, watch.limit_s) if s is not None]
+            item = engine.step_many(min(limits, default=math.inf))
+        else:
+            item = engine.step()
+        if item is None:
+            break
+        if isinstance(item, RoundBatch):
+            leases.add_batch(item, engine.outcomes)
+            usage.add_batch(item, engine.outcomes)
+            record = item.last
+        else:
+            record = item
+            leases.add(record, engine.outcomes)
+            usage.add(record, engine.outcomes)
         if watch.count_finished(record):
             break
         now, active = engine.t or 0.0, len(engine.active)
@@ -479,7 +496,7 @@ def recorded_config(config: SimulationConfig) -> dict[str, Any]:
     """The configuration as the summary records it; the restart options only when given
     (a run without them records what it always did)."""
     cfg = asdict(config)
-    for key, default in (("restart_cost_s", None), ("migration_aware", False)):
+    for key, default in (("restart_cost_s", None), ("migration_aware", False), ("round_loop", "python")):
         if cfg[key] == default:
             del cfg[key]
     return cfg
