@@ -141,7 +141,9 @@ def recorded_gavel(point: dict) -> dict | None:
     return None
 
 
-def run_point(table, point: dict, recorders: list, method: str = DEFAULT_METHOD) -> tuple[dict, list]:
+def run_point(
+    table, point: dict, recorders: list, method: str = DEFAULT_METHOD, round_loop: str = "python"
+) -> tuple[dict, list]:
     """Simulate one point; (report, the LAS problems its policy was asked to solve)."""
     forget_answers()  # every point starts without answers stored by an earlier one (same LPs)
     make = simulate.make_cluster_policy
@@ -150,7 +152,12 @@ def run_point(table, point: dict, recorders: list, method: str = DEFAULT_METHOD)
         gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
         window = tuple(point["window"]) if point.get("window") else None
         config = SimulationConfig(
-            policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window, solver_method=method
+            policy=point["policy"],
+            seed=point["seed"],
+            gavel_compat=True,
+            window=window,
+            solver_method=method,
+            round_loop=round_loop,
         )
         with LoadRecorder() as solves:
             result = run_simulation(
@@ -260,6 +267,9 @@ def main() -> None:
         help="a faster solve path to run side by side with the reference (interior point) and check "
         "against #31's bounds; 'none' to skip (default simplex)",
     )
+    parser.add_argument(
+        "--round-loop", default="python", choices=("python", "compiled"), help="the engine's round loop"
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "simulate.json"))
     args = parser.parse_args()
 
@@ -281,7 +291,7 @@ def main() -> None:
     table = import_gavel(args.table)
     reports = []
     for n, point in enumerate([main_point, *others]):
-        report, problems = run_point(table, point, [])
+        report, problems = run_point(table, point, [], round_loop=args.round_loop)
         reports.append(report)
         print(
             f"rota, {describe(point)}: {report['jobs_finished']} jobs done, {report['rounds']} rounds, "
