@@ -23,9 +23,26 @@ from bench_simulate import GAVEL_TABLE, POINT_FIELDS, recorded_points  # noqa: E
 
 from planner.formats.cluster import parse_cluster  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
+import planner.modes.simulate as simulate  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
 from planner.policies.lp.highs import forget_answers  # noqa: E402
+
+
+USAGES: list = []  # the GPU usage objects of the runs, to compare per-job GPU-seconds
+
+
+def _capture(cls):
+    class Captured(cls):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            USAGES.append(self)
+
+    return Captured
+
+
+simulate.GpuUsage = _capture(simulate.GpuUsage)
+simulate.DenseGpuUsage = _capture(simulate.DenseGpuUsage)
 
 
 def run(table, point: dict, loop: str):
@@ -42,7 +59,7 @@ def run(table, point: dict, loop: str):
     return result, time.perf_counter() - started
 
 
-def compare(a, b) -> dict:
+def compare(a, b, usage_a=None, usage_b=None) -> dict:
     ma, mb = a.metrics, b.metrics
     fa = {r["job_id"]: r["finish_s"] for r in a.jobs}
     fb = {r["job_id"]: r["finish_s"] for r in b.jobs}
@@ -65,21 +82,30 @@ def compare(a, b) -> dict:
     rows_a = {r["job_id"]: r for r in a.jobs}
     rows_b = {r["job_id"]: r for r in b.jobs}
     same["job_rows"] = rows_a == rows_b
+    if usage_a is not None and usage_b is not None:
+        same["job_gpu_s"] = usage_a.job_gpu_s == usage_b.job_gpu_s
     return {
         "identical": all(same.values()) and differ == 0,
         "fields_equal": same,
         "jobs": len(fa),
         "finish_times_differing": differ,
         "max_finish_diff_s": worst,
-        "python": {"rounds": ma["rounds"], "avg_jct_h": ma.get("jct_s", {}).get("mean", 0) / 3600,
-                   "makespan_s": ma["makespan_s"]},  # fmt: skip
-        "compiled": {"rounds": mb["rounds"], "avg_jct_h": mb.get("jct_s", {}).get("mean", 0) / 3600,
-                     "makespan_s": mb["makespan_s"]},  # fmt: skip
+        "python": summary(a),
+        "compiled": summary(b),
     }
+
+
+def summary(result) -> dict:
+    m = result.metrics
+    mean = (m.get("jct_s") or {}).get("mean")
+    return {"status": result.status, "rounds": m.get("rounds"), "avg_jct_h": None if mean is None else mean / 3600,
+            "makespan_s": m.get("makespan_s")}  # fmt: skip
 
 
 def timing(result) -> dict:
     m = result.metrics
+    if "wall_s" not in m:
+        return {"wall_s": None, "solver_s": None, "mechanism_s": None}
     return {"wall_s": m["wall_s"], "solver_s": m["solver_s"], "mechanism_s": m["wall_s"] - m["solver_s"]}
 
 
@@ -115,17 +141,24 @@ def main() -> None:
           f"numba cache files: {sorted(p.name for p in (Path(compiled.__file__).parent / '__pycache__').glob('compiled.*nb*'))}")  # fmt: skip
     reports = []
     for point in points:
+        USAGES.clear()
         py, _ = run(table, point, "python")
         co, _ = run(table, point, "compiled")
-        report = {"point": point, "equivalence": compare(py, co), "python": timing(py), "compiled": timing(co)}
+        usages = USAGES if len(USAGES) == 2 else [None, None]
+        report = {"point": point, "equivalence": compare(py, co, *usages), "python": timing(py), "compiled": timing(co)}
         reports.append(report)
         e = report["equivalence"]
+        pt, ct = report["python"], report["compiled"]
+        timed = (
+            f"mechanism {pt['mechanism_s']:.3f} s -> {ct['mechanism_s']:.3f} s "
+            f"(solver {pt['solver_s']:.3f} / {ct['solver_s']:.3f} s)"
+            if pt["wall_s"] is not None
+            else f"no run ({py.status}: {py.reason})"
+        )
         print(
             f"{point}: {'IDENTICAL' if e['identical'] else 'DIFFERENT'} rounds {e['python']['rounds']}/"
-            f"{e['compiled']['rounds']}, avg JCT {e['python']['avg_jct_h']:.4f}/{e['compiled']['avg_jct_h']:.4f} h, "
-            f"finish diffs {e['finish_times_differing']} (max {e['max_finish_diff_s']}); mechanism "
-            f"{report['python']['mechanism_s']:.3f} s -> {report['compiled']['mechanism_s']:.3f} s "
-            f"(solver {report['python']['solver_s']:.3f} / {report['compiled']['solver_s']:.3f} s)"
+            f"{e['compiled']['rounds']}, avg JCT {e['python']['avg_jct_h']}/{e['compiled']['avg_jct_h']} h, "
+            f"finish diffs {e['finish_times_differing']} (max {e['max_finish_diff_s']}); {timed}"
         )
         if not e["identical"]:
             print("   ", e["fields_equal"])

@@ -67,6 +67,8 @@ class LeaseCounter:
     opportunities: int = 0
     extensions: int = 0
     _previous: RoundRecord | None = None
+    _batch_last: RoundRecord | None = None  # the last round of the last batch (add_batch)
+    _batch_finished: int = 0  # jobs that finished in it
 
     def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
         prev = self._previous
@@ -98,7 +100,11 @@ class LeaseCounter:
         round, so every placement of an earlier round is an opportunity; the batch counts the
         placements that kept last round's GPUs (`n_same`)."""
         prev = self._previous
-        if prev is not None:
+        if prev is not None and prev is self._batch_last:
+            self.opportunities += len(prev.placements) - self._batch_finished
+            if abs(float(batch.starts[0]) - prev.end_s) <= 1e-9:
+                self.extensions += int(batch.n_same[0])
+        elif prev is not None:
             limit = prev.end_s + 1e-9
             for p in prev.placements:
                 for j in p.jobs:
@@ -112,7 +118,8 @@ class LeaseCounter:
             self.opportunities += int(batch.n_placed[:-1].sum())
             joined = np.abs(batch.starts[1:] - batch.ends[:-1]) <= 1e-9
             self.extensions += int(batch.n_same[1:][joined].sum())
-        self._previous = batch.last
+        self._previous = self._batch_last = batch.last
+        self._batch_finished = batch.last_finished
 
     @property
     def rate(self) -> float | None:
@@ -149,25 +156,81 @@ class GpuUsage:
                 per_type[w] = per_type.get(w, 0.0) + share
             self.idle_after_finish_gpu_s += (end - last) * gpus
 
+
+
+class DenseGpuUsage:
+    """`GpuUsage` for runs fed compiled round batches (`LeaseCounter.add_batch`'s companion):
+    the same numbers, the same additions in the same order, kept as one (jobs, types) array
+    so that a batch adds all its rounds in one `np.add.at` (in index order, one at a time)."""
+
+    def __init__(self, worker_types: list[str]):
+        self.types = list(worker_types)
+        self._type = {w: j for j, w in enumerate(self.types)}
+        self._row: dict[str, int] = {}  # job -> its row
+        self._gpu_s = np.zeros((0, len(self.types)))
+        self._held = np.zeros((0, len(self.types)), dtype=bool)  # (job, type) ever placed
+        self.idle_after_finish_gpu_s = 0.0
+
+    def _rows(self, job_ids: list[str]) -> np.ndarray:
+        row = self._row
+        new = [jid for jid in job_ids if jid not in row]
+        if new:
+            for jid in new:
+                row[jid] = len(row)
+            grow = len(row) - len(self._gpu_s)
+            if grow > 0:
+                size = max(len(row), 2 * len(self._gpu_s))
+                self._gpu_s = np.concatenate([self._gpu_s, np.zeros((size - len(self._gpu_s), len(self.types)))])
+                self._held = np.concatenate(
+                    [self._held, np.zeros((size - len(self._held), len(self.types)), dtype=bool)]
+                )
+        return np.fromiter((row[jid] for jid in job_ids), dtype=np.int64, count=len(job_ids))
+
+    def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
+        start, end = record.start_s, record.end_s
+        jobs, types, shares = [], [], []
+        idle = self.idle_after_finish_gpu_s
+        type_of = self._type
+        for p in record.placements:
+            last = start
+            for j in p.jobs:
+                finish = outcomes[j].finish_s
+                last = end if finish is None or finish > end else max(last, finish)
+                if last == end:
+                    break
+            gpus, w = len(p.gpus), type_of[p.worker_type]
+            share = (last - start) * gpus / len(p.jobs)
+            for j in p.jobs:
+                jobs.append(j)
+                types.append(w)
+                shares.append(share)
+            idle += (end - last) * gpus
+        self.idle_after_finish_gpu_s = idle
+        if jobs:
+            rows = self._rows(jobs)
+            np.add.at(self._gpu_s, (rows, types), shares)
+            self._held[rows, types] = True
+
     def add_batch(self, batch: RoundBatch, outcomes: Mapping[str, JobOutcome]) -> None:
         """`add` for each round of a compiled batch, in order. Before its last round no job
-        finished: each placement (one job, one GPU) held its GPU the whole round and none idled;
-        the additions per job and type are made one round at a time, as `add` makes them."""
+        finished: each placement (one job, one GPU) held its GPU the whole round, none idled."""
         k = len(batch)
-        if k > 1:
-            used = int(batch.offsets[k - 1])
-            entries, types = batch.entries[:used], batch.types[:used]
+        used = int(batch.offsets[k - 1])  # the rounds before the last
+        if used:
+            rows = self._rows(batch.job_ids)[batch.entries[:used]]
+            types = batch.types[:used]
             values = np.repeat(batch.ends[: k - 1] - batch.starts[: k - 1], batch.n_placed[: k - 1])
-            m = int(types.max()) + 1
-            cells, inverse = np.unique(entries * m + types, return_inverse=True)
-            held, jobs, type_names = self.job_gpu_s, batch.job_ids, batch.type_names
-            start = np.array(
-                [held.get(jobs[c // m], {}).get(type_names[c % m], 0.0) for c in cells.tolist()], dtype=float
-            )
-            np.add.at(start, inverse.reshape(-1), values)
-            for c, v in zip(cells.tolist(), start.tolist()):
-                held.setdefault(jobs[c // m], {})[type_names[c % m]] = v
+            np.add.at(self._gpu_s, (rows, types), values)
+            self._held[rows, types] = True
         self.add(batch.last, outcomes)
+
+    @property
+    def job_gpu_s(self) -> dict[str, dict[str, float]]:
+        """GPU-seconds per job and worker type (only types the job was placed on), as GpuUsage's."""
+        out: dict[str, dict[str, float]] = {}
+        for jid, r in self._row.items():
+            out[jid] = {w: float(self._gpu_s[r, j]) for j, w in enumerate(self.types) if self._held[r, j]}
+        return out
 
 
 def restart_metrics(

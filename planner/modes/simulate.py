@@ -28,7 +28,7 @@ from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
 from planner.formats.trace import default_reference_type
 from planner.modes.generator import JobGenerator
-from planner.modes.metrics import GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
+from planner.modes.metrics import DenseGpuUsage, GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
 from planner.modes.tenants import refuse_barred, tenant_summary
 from planner.policies import make_cluster_policy
 from planner.policies.base import Policy
@@ -376,7 +376,7 @@ def run_simulation(
     )
     watch = _WindowWatch(engine, workload, start, end, config, table, cluster)
     leases = LeaseCounter()
-    usage = GpuUsage()
+    usage = GpuUsage() if engine_config.round_loop != "compiled" else DenseGpuUsage(cluster.names)
     started = time.perf_counter()
     try:
         status, reason = _step(engine, watch, leases, usage, progress)
@@ -413,7 +413,7 @@ def run_simulation(
 
 
 def _step(
-    engine: Engine, watch: _WindowWatch, leases: LeaseCounter, usage: GpuUsage, progress: Progress | None
+    engine: Engine, watch: _WindowWatch, leases: LeaseCounter, usage: GpuUsage | DenseGpuUsage, progress: Progress | None
 ) -> tuple[str, str | None]:
     """Step the engine until the window is done ("ok") or the watch stops the run early."""
     last_report = 0.0

@@ -110,6 +110,7 @@ class RoundBatch:
     job_ids: list[str]
     type_names: list[str]
     last: RoundRecord
+    last_finished: int  # jobs that finished in the last round
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -264,6 +265,9 @@ class Engine:
         self._ok = np.zeros((0, len(self.types)), dtype=bool)  # runnable, stacked in entry order
         self._compiled_cache: tuple | None = None  # (entries version, allocation, per-entry arrays)
         self._compiled_geometry: tuple | None = None  # per type: GPUs, nodes, GPUs per node, node names
+        self._compiled_out: tuple | None = None  # output buffers of the compiled call
+        self._solo_table: list[list[float]] = []  # per job type number: steps/s per worker type
+        self._solo_array = np.zeros((0, len(self.types)))
         self.compiled_stats = {"calls": 0, "batches": 0, "rounds": 0}  # compiled calls, batches they ran, rounds
         self.submit(list(jobs))
 
@@ -702,18 +706,44 @@ class Engine:
         cached = self._compiled_cache
         if cached is not None and cached[0] == mech.version and cached[1] is mech.alloc:
             return cached[2]
-        keys, scale = mech.keys, self._scale
+        keys = mech.keys
         arrays = None
-        if all(len(k) == 1 and scale[k] == 1 for k in keys):
+        if not mech._pairs:
             jobs = [k[0] for k in keys]
-            outcomes = self.outcomes
-            rates = np.ascontiguousarray(self.solo_rates(jobs), dtype=float)
-            total = np.fromiter((outcomes[jid].job.total_steps for jid in jobs), dtype=float, count=len(jobs))
-            alloc = mech.alloc
-            has_alloc = np.fromiter((k in alloc for k in keys), dtype=bool, count=len(keys))
-            arrays = (jobs, rates, total, has_alloc, np.ascontiguousarray(mech._alloc_matrix()))
+            numbers, scale, outcomes = self._type_number, self._scale, self.outcomes
+            nums = np.fromiter(
+                (numbers[jid] if jid in numbers else self._number_type(jid) for jid in jobs),
+                dtype=np.int64,
+                count=len(jobs),
+            )
+            if all(scale[k] == 1 for k in keys):
+                table = self._solo_table
+                if len(table) < len(self._numbered_types):  # rows for job types seen since
+                    table.extend(
+                        [r[0] for r in self._type_rates((t,))] for t in range(len(table), len(self._numbered_types))
+                    )
+                    self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
+                rates = self._solo_array[nums]
+                total = np.fromiter((outcomes[jid].job.total_steps for jid in jobs), dtype=float, count=len(jobs))
+                alloc = mech.alloc
+                has_alloc = np.fromiter((k in alloc for k in keys), dtype=bool, count=len(keys))
+                arrays = (jobs, rates, total, has_alloc, np.ascontiguousarray(mech._alloc_matrix()))
         self._compiled_cache = (mech.version, mech.alloc, arrays)
         return arrays
+
+    def _compiled_buffers(self, K: int, G: int) -> tuple:
+        """Output buffers of the compiled call, kept between calls (results are copied out)."""
+        buffers = self._compiled_out
+        if buffers is None or buffers[0] != (K, G):
+            buffers = self._compiled_out = (
+                (K, G),
+                np.empty(K), np.empty(K), np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64),
+                np.empty(K + 1, dtype=np.int64),
+                np.empty(K * G, dtype=np.int64), np.empty(K * G, dtype=np.int64),
+                np.empty(K * G, dtype=np.int64), np.empty(K * G, dtype=np.int64),
+                np.empty(G), np.empty(G, dtype=bool), np.empty(G),
+            )  # fmt: skip
+        return buffers[1:]
 
     def _compiled_rounds(self, until_s: float) -> RoundBatch | None:
         """Rounds up to the next event in one compiled call (None: not this time, the Python
@@ -745,23 +775,26 @@ class Engine:
         prev_node = np.full(n, -1, dtype=np.int64)
         prev_gpu = np.full(n, -1, dtype=np.int64)
         type_index = self._type_index
-        for key, p in mech.previous.items():
-            i = rows.get(key)
-            if i is None or len(p.gpus) != 1:
-                continue
-            j = type_index[p.worker_type]
-            node, g = p.gpus[0]
-            prev_type[i], prev_node[i], prev_gpu[i] = j, node_index[j][node], g
+        before = mech.previous
+        if before:
+            at, pj, pa, pg = [], [], [], []
+            for key, p in before.items():
+                i = rows.get(key)
+                if i is None or len(p.gpus) != 1:
+                    continue
+                j = type_index[p.worker_type]
+                node, g = p.gpus[0]
+                at.append(i)
+                pj.append(j)
+                pa.append(node_index[j][node])
+                pg.append(g)
+            prev_type[at], prev_node[at], prev_gpu[at] = pj, pa, pg
         left = config.max_rounds - self.n_rounds
         K = max(1, min(left, 256))
         G = int(cap.sum())
         busy = np.array([self.busy[w] for w in types], dtype=float)
-        starts, ends = np.empty(K), np.empty(K)
-        n_placed, n_same = np.empty(K, dtype=np.int64), np.empty(K, dtype=np.int64)
-        offsets = np.empty(K + 1, dtype=np.int64)
-        pl_entry, pl_type = np.empty(K * G, dtype=np.int64), np.empty(K * G, dtype=np.int64)
-        pl_node, pl_gpu = np.empty(K * G, dtype=np.int64), np.empty(K * G, dtype=np.int64)
-        last_steps, last_is_int, last_finish = np.empty(G), np.empty(G, dtype=bool), np.empty(G)
+        (starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
+         last_steps, last_is_int, last_finish) = self._compiled_buffers(K, G)  # fmt: skip
         finished = np.zeros(n, dtype=bool)
         last_reset = math.nan if mech.last_reset is None else mech.last_reset
         next_arrival = self.pending[0].arrival_s if self.pending else math.inf
@@ -784,29 +817,36 @@ class Engine:
         # back into the engine: busy time, steps, the clock, the leases, the last round's record
         for j, w in enumerate(types):
             self.busy[w] = float(busy[j])
-        used = offsets[k]
-        for i in np.unique(pl_entry[:used]).tolist():
-            outcomes[jobs[i]].steps_done = float(steps[i])
+        used = int(offsets[k])
         first = int(offsets[k - 1])
+        placed = pl_entry[:used]
+        moved = np.unique(placed) if k > 1 else placed[first:]
+        steps_list = steps[moved].tolist()
+        for i, v in zip(moved.tolist(), steps_list):
+            outcomes[jobs[i]].steps_done = v
         placements, planned, done = [], {}, []
-        before = mech.previous
-        for q in range(used - first):
-            p = first + q
-            i, j, a, g = int(pl_entry[p]), int(pl_type[p]), int(pl_node[p]), int(pl_gpu[p])
+        last_i, last_j = pl_entry[first:used].tolist(), pl_type[first:used].tolist()
+        last_a, last_g = pl_node[first:used].tolist(), pl_gpu[first:used].tolist()
+        n_last = used - first
+        last_n, last_int = last_steps[:n_last].tolist(), last_is_int[:n_last].tolist()
+        fin = finished[last_i].tolist()
+        for q in range(n_last):
+            i, j, g = last_i[q], last_j[q], last_g[q]
             key, name = keys[i], types[j]
+            gpu = (node_names[j][last_a[q]], g)
             was = before.get(key)
-            gpu = (node_names[j][a], g)
-            placement = was if was is not None and was.worker_type == name and was.gpus == (gpu,) else None
-            placements.append(placement or Placement(key, name, (gpu,)))
+            if was is None or was.worker_type != name or was.gpus != (gpu,):
+                was = Placement(key, name, (gpu,))
+            placements.append(was)
             jid = jobs[i]
-            planned[jid] = int(last_steps[q]) if last_is_int[q] else float(last_steps[q])
-            if finished[i]:
+            planned[jid] = int(last_n[q]) if last_int[q] else last_n[q]
+            if fin[q]:
                 done.append((jid, float(last_finish[q])))
         end = float(ends[k - 1])
         record = RoundRecord(self.n_rounds + k - 1, float(starts[k - 1]), end, placements, planned, [])
         batch = RoundBatch(
             starts[:k].copy(), ends[:k].copy(), n_placed[:k].copy(), n_same[:k].copy(),
-            (offsets[: k + 1]).copy(), pl_entry[:used].copy(), pl_type[:used].copy(), jobs, types, record,
+            offsets[: k + 1].copy(), placed.copy(), pl_type[:used].copy(), jobs, types, record, len(done),
         )  # fmt: skip
         self.n_rounds += k
         self._round_origin = end
