@@ -42,7 +42,7 @@ def _capture(cls):
 
 
 simulate.GpuUsage = _capture(simulate.GpuUsage)
-simulate.DenseGpuUsage = _capture(simulate.DenseGpuUsage)
+simulate.BooksUsage = _capture(simulate.BooksUsage)
 
 
 def run(table, point: dict, loop: str):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.rounds.compiled import CompiledBooks
 from planner.rounds.engine import JobOutcome, RoundBatch, RoundRecord
 from planner.rounds.mechanism import Placement
 
@@ -66,12 +67,12 @@ class LeaseCounter:
 
     opportunities: int = 0
     extensions: int = 0
-    _previous: RoundRecord | None = None
-    _batch_last: RoundRecord | None = None  # the last round of the last batch (add_batch)
-    _batch_finished: int = 0  # jobs that finished in it
+    _previous: RoundRecord | RoundBatch | None = None
 
     def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
         prev = self._previous
+        if isinstance(prev, RoundBatch):  # after compiled rounds: their last round
+            prev = prev.last
         if prev is not None:
             # Plain loops: this runs once per simulated round. An opportunity: an entry with a
             # member still active when the previous round ended.
@@ -100,9 +101,9 @@ class LeaseCounter:
         round, so every placement of an earlier round is an opportunity; the batch counts the
         placements that kept last round's GPUs (`n_same`)."""
         prev = self._previous
-        if prev is not None and prev is self._batch_last:
-            self.opportunities += len(prev.placements) - self._batch_finished
-            if abs(float(batch.starts[0]) - prev.end_s) <= 1e-9:
+        if isinstance(prev, RoundBatch):
+            self.opportunities += int(prev.n_placed[-1]) - prev.last_finished
+            if abs(float(batch.starts[0]) - float(prev.ends[-1])) <= 1e-9:
                 self.extensions += int(batch.n_same[0])
         elif prev is not None:
             limit = prev.end_s + 1e-9
@@ -118,8 +119,7 @@ class LeaseCounter:
             self.opportunities += int(batch.n_placed[:-1].sum())
             joined = np.abs(batch.starts[1:] - batch.ends[:-1]) <= 1e-9
             self.extensions += int(batch.n_same[1:][joined].sum())
-        self._previous = self._batch_last = batch.last
-        self._batch_finished = batch.last_finished
+        self._previous = batch
 
     @property
     def rate(self) -> float | None:
@@ -158,39 +158,19 @@ class GpuUsage:
 
 
 
-class DenseGpuUsage:
-    """`GpuUsage` for runs fed compiled round batches (`LeaseCounter.add_batch`'s companion):
-    the same numbers, the same additions in the same order, kept as one (jobs, types) array
-    so that a batch adds all its rounds in one `np.add.at` (in index order, one at a time)."""
+class BooksUsage:
+    """`GpuUsage` for runs with compiled rounds: the compiled call adds each round's GPU-seconds
+    itself (`planner.rounds.compiled.CompiledBooks`, the same additions in the same order);
+    Python rounds add theirs here, into the same books."""
 
-    def __init__(self, worker_types: list[str]):
+    def __init__(self, books: CompiledBooks, worker_types: list[str]):
+        self.books = books
         self.types = list(worker_types)
         self._type = {w: j for j, w in enumerate(self.types)}
-        self._row: dict[str, int] = {}  # job -> its row
-        self._gpu_s = np.zeros((0, len(self.types)))
-        self._held = np.zeros((0, len(self.types)), dtype=bool)  # (job, type) ever placed
-        self.idle_after_finish_gpu_s = 0.0
-
-    def _rows(self, job_ids: list[str]) -> np.ndarray:
-        row = self._row
-        new = [jid for jid in job_ids if jid not in row]
-        if new:
-            for jid in new:
-                row[jid] = len(row)
-            grow = len(row) - len(self._gpu_s)
-            if grow > 0:
-                size = max(len(row), 2 * len(self._gpu_s))
-                self._gpu_s = np.concatenate([self._gpu_s, np.zeros((size - len(self._gpu_s), len(self.types)))])
-                self._held = np.concatenate(
-                    [self._held, np.zeros((size - len(self._held), len(self.types)), dtype=bool)]
-                )
-        return np.fromiter((row[jid] for jid in job_ids), dtype=np.int64, count=len(job_ids))
 
     def add(self, record: RoundRecord, outcomes: Mapping[str, JobOutcome]) -> None:
         start, end = record.start_s, record.end_s
-        jobs, types, shares = [], [], []
-        idle = self.idle_after_finish_gpu_s
-        type_of = self._type
+        books = self.books
         for p in record.placements:
             last = start
             for j in p.jobs:
@@ -198,38 +178,28 @@ class DenseGpuUsage:
                 last = end if finish is None or finish > end else max(last, finish)
                 if last == end:
                     break
-            gpus, w = len(p.gpus), type_of[p.worker_type]
+            gpus, w = len(p.gpus), self._type[p.worker_type]
             share = (last - start) * gpus / len(p.jobs)
-            for j in p.jobs:
-                jobs.append(j)
-                types.append(w)
-                shares.append(share)
-            idle += (end - last) * gpus
-        self.idle_after_finish_gpu_s = idle
-        if jobs:
-            rows = self._rows(jobs)
-            np.add.at(self._gpu_s, (rows, types), shares)
-            self._held[rows, types] = True
+            for r in books.numbers(list(p.jobs)).tolist():
+                books.gpu_s[r, w] += share
+                books.held[r, w] = True
+            books.idle[0] += (end - last) * gpus
 
     def add_batch(self, batch: RoundBatch, outcomes: Mapping[str, JobOutcome]) -> None:
-        """`add` for each round of a compiled batch, in order. Before its last round no job
-        finished: each placement (one job, one GPU) held its GPU the whole round, none idled."""
-        k = len(batch)
-        used = int(batch.offsets[k - 1])  # the rounds before the last
-        if used:
-            rows = self._rows(batch.job_ids)[batch.entries[:used]]
-            types = batch.types[:used]
-            values = np.repeat(batch.ends[: k - 1] - batch.starts[: k - 1], batch.n_placed[: k - 1])
-            np.add.at(self._gpu_s, (rows, types), values)
-            self._held[rows, types] = True
-        self.add(batch.last, outcomes)
+        """Nothing to add: the compiled call has added the batch's rounds."""
+
+    @property
+    def idle_after_finish_gpu_s(self) -> float:
+        return float(self.books.idle[0])
 
     @property
     def job_gpu_s(self) -> dict[str, dict[str, float]]:
         """GPU-seconds per job and worker type (only types the job was placed on), as GpuUsage's."""
-        out: dict[str, dict[str, float]] = {}
-        for jid, r in self._row.items():
-            out[jid] = {w: float(self._gpu_s[r, j]) for j, w in enumerate(self.types) if self._held[r, j]}
+        books, out = self.books, {}
+        for jid, r in books.number.items():
+            row = {w: float(books.gpu_s[r, j]) for j, w in enumerate(self.types) if books.held[r, j]}
+            if row:
+                out[jid] = row
         return out
 
 

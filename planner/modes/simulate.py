@@ -28,7 +28,7 @@ from planner.formats.jobs import Job
 from planner.formats.table import ThroughputTable
 from planner.formats.trace import default_reference_type
 from planner.modes.generator import JobGenerator
-from planner.modes.metrics import DenseGpuUsage, GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
+from planner.modes.metrics import BooksUsage, GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
 from planner.modes.tenants import refuse_barred, tenant_summary
 from planner.policies import make_cluster_policy
 from planner.policies.base import Policy
@@ -285,6 +285,16 @@ class _WindowWatch:
             self.size = _window_total(self.workload, self.start)
         return self.size is not None and self.done >= self.size
 
+    def count_finished_jobs(self, job_ids: list[str], end_s: float) -> bool:
+        """`count_finished` for a round given by the jobs that finished in it."""
+        for jid in job_ids:
+            out = self.engine.outcomes[jid]
+            if out.finish_s is not None and out.finish_s <= end_s and self.in_window(jid):
+                self.done += 1
+        if self.size is None:
+            self.size = _window_total(self.workload, self.start)
+        return self.size is not None and self.done >= self.size
+
     def saturation(self, now: float, active: int) -> tuple[str, str] | None:
         """(status, reason) when the run should stop early ("saturated" or "time_limit"), or None."""
         if self.end is not None and len(self.arrivals) < 2:
@@ -376,7 +386,8 @@ def run_simulation(
     )
     watch = _WindowWatch(engine, workload, start, end, config, table, cluster)
     leases = LeaseCounter()
-    usage = GpuUsage() if engine_config.round_loop != "compiled" else DenseGpuUsage(cluster.names)
+    compiled = engine_config.round_loop == "compiled"
+    usage = BooksUsage(engine.compiled_books, cluster.names) if compiled else GpuUsage()
     started = time.perf_counter()
     try:
         status, reason = _step(engine, watch, leases, usage, progress)
@@ -413,7 +424,7 @@ def run_simulation(
 
 
 def _step(
-    engine: Engine, watch: _WindowWatch, leases: LeaseCounter, usage: GpuUsage | DenseGpuUsage, progress: Progress | None
+    engine: Engine, watch: _WindowWatch, leases: LeaseCounter, usage: GpuUsage | BooksUsage, progress: Progress | None
 ) -> tuple[str, str | None]:
     """Step the engine until the window is done ("ok") or the watch stops the run early."""
     last_report = 0.0
@@ -430,13 +441,13 @@ def _step(
         if isinstance(item, RoundBatch):
             leases.add_batch(item, engine.outcomes)
             usage.add_batch(item, engine.outcomes)
-            record = item.last
+            if watch.count_finished_jobs(item.finished, float(item.ends[-1])):
+                break
         else:
-            record = item
-            leases.add(record, engine.outcomes)
-            usage.add(record, engine.outcomes)
-        if watch.count_finished(record):
-            break
+            leases.add(item, engine.outcomes)
+            usage.add(item, engine.outcomes)
+            if watch.count_finished(item):
+                break
         now, active = engine.t or 0.0, len(engine.active)
         cause = watch.saturation(now, active)
         if cause is not None:

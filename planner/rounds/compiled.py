@@ -62,9 +62,11 @@ def _run_rounds(
     cap,  # (m,) GPUs per type
     nodes,  # (m,) nodes per type
     per_node,  # (m,) GPUs per node
-    prev_type,  # (n,) in/out: last round's lease (-1: none)
-    prev_node,
-    prev_gpu,
+    jn,  # (n,) each entry's job number (rows of `lease`, `gpu_s`, `held`)
+    lease,  # (J, 3) in/out: per job, last round's (type, node, GPU); -1: none
+    gpu_s,  # (J, m) in/out: GPU-seconds each job held, per type (the simulation's GpuUsage)
+    held,  # (J, m) in/out: whether the job was ever placed on the type
+    idle,  # (1,) in/out: GPU-seconds idle after a job finished mid-round
     starts,  # (K,) out, per round
     ends,
     n_placed,
@@ -101,6 +103,13 @@ def _run_rounds(
     cur_node = np.empty(n, dtype=np.int64)
     cur_gpu = np.empty(n, dtype=np.int64)
     fresh = np.empty(n, dtype=np.int64)
+    prev_type = np.empty(n, dtype=np.int64)
+    prev_node = np.empty(n, dtype=np.int64)
+    prev_gpu = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        prev_type[i] = lease[jn[i], 0]
+        prev_node[i] = lease[jn[i], 1]
+        prev_gpu[i] = lease[jn[i], 2]
     rounds = 0
     offsets[0] = 0
     stop = STOP_FULL
@@ -269,6 +278,18 @@ def _run_rounds(
             # RoundMechanism.record_round: spent, then worker time, in placement order
             spent[i, j] += elapsed
             worker_time[j] += elapsed
+        # GpuUsage.add: a placement holds its GPU to the round's end, or to its job's finish
+        for q in range(placed):
+            p = base + q
+            i = pl_entry[p]
+            j = pl_type[p]
+            last = end
+            if finished[i]:
+                last = max(t, last_finish[q])
+            share = (last - t) * 1 / 1
+            gpu_s[jn[i], j] += share
+            held[jn[i], j] = True
+            idle[0] += (end - last) * 1
         # the leases of this round (RoundMechanism.place: previous = this round's placements)
         for q in range(placed):
             p = base + q
@@ -294,7 +315,41 @@ def _run_rounds(
         if end > until_s:
             stop = STOP_UNTIL
             break
+    for i in range(n):
+        lease[jn[i], 0] = prev_type[i]
+        lease[jn[i], 1] = prev_node[i]
+        lease[jn[i], 2] = prev_gpu[i]
     return rounds, stop
+
+
+class CompiledBooks:
+    """What the compiled loop keeps per job between calls, by a job number given on first sight:
+    last round's GPU (the lease; valid while `Engine` has not handed the leases back to the
+    mechanism's Placement dict), and the GPU-seconds it held per type (the simulation's
+    GpuUsage, kept here so that the compiled call adds them round by round)."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.number: dict[str, int] = {}
+        self.jobs: list[str] = []
+        self.lease = np.full((0, 3), -1, dtype=np.int64)
+        self.gpu_s = np.zeros((0, m))
+        self.held = np.zeros((0, m), dtype=bool)
+        self.idle = np.zeros(1)
+
+    def numbers(self, job_ids: list[str]) -> np.ndarray:
+        number = self.number
+        for jid in job_ids:
+            if jid not in number:
+                number[jid] = len(self.jobs)
+                self.jobs.append(jid)
+        if len(self.jobs) > len(self.lease):
+            size = max(len(self.jobs), 2 * len(self.lease), 64)
+            grow = size - len(self.lease)
+            self.lease = np.concatenate([self.lease, np.full((grow, 3), -1, dtype=np.int64)])
+            self.gpu_s = np.concatenate([self.gpu_s, np.zeros((grow, self.m))])
+            self.held = np.concatenate([self.held, np.zeros((grow, self.m), dtype=bool)])
+        return np.fromiter((number[jid] for jid in job_ids), dtype=np.int64, count=len(job_ids))
 
 
 if HAVE_NUMBA:

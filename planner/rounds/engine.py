@@ -93,27 +93,32 @@ class RoundRecord:
     domains: dict[Key, dict[str, str]] = field(default_factory=dict)
 
 
-@dataclass
 class RoundBatch:
     """Consecutive rounds run by the compiled loop (`Engine.step_many`), no event between them
     but after the last: per round its start and end, how many entries it placed and how many of
-    those kept last round's GPUs, and its placements (entry, type index) as flat arrays; `last`
-    is the last round's full record (its finished jobs have their finish times)."""
+    those kept last round's GPUs; `finished`: the jobs that finished in the last round, in
+    placement order (their finish times are set). `last`, the last round's full record, is
+    built when first asked for."""
 
-    starts: np.ndarray
-    ends: np.ndarray
-    n_placed: np.ndarray
-    n_same: np.ndarray
-    offsets: np.ndarray  # round r's placements: [offsets[r], offsets[r + 1])
-    entries: np.ndarray  # per placement: the job's number in `job_ids`
-    types: np.ndarray  # per placement: worker type index
-    job_ids: list[str]
-    type_names: list[str]
-    last: RoundRecord
-    last_finished: int  # jobs that finished in the last round
+    def __init__(self, starts, ends, n_placed, n_same, finished: list[str], index: int, make_last):
+        self.starts, self.ends, self.n_placed, self.n_same = starts, ends, n_placed, n_same
+        self.finished = finished
+        self.index = index  # the last round's index
+        self._make_last = make_last
+        self._last: RoundRecord | None = None
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    @property
+    def last_finished(self) -> int:
+        return len(self.finished)
+
+    @property
+    def last(self) -> RoundRecord:
+        if self._last is None:
+            self._last = self._make_last()
+        return self._last
 
 
 @dataclass
@@ -266,6 +271,8 @@ class Engine:
         self._compiled_cache: tuple | None = None  # (entries version, allocation, per-entry arrays)
         self._compiled_geometry: tuple | None = None  # per type: GPUs, nodes, GPUs per node, node names
         self._compiled_out: tuple | None = None  # output buffers of the compiled call
+        self.compiled_books = compiled_rounds.CompiledBooks(len(self.types))
+        self._lease_source: Callable | None = None  # the deferred leases the last compiled call left
         self._solo_table: list[list[float]] = []  # per job type number: steps/s per worker type
         self._solo_array = np.zeros((0, len(self.types)))
         self.compiled_stats = {"calls": 0, "batches": 0, "rounds": 0}  # compiled calls, batches they ran, rounds
@@ -375,6 +382,7 @@ class Engine:
         """A job the plan saw finish has steps left after all: it runs again, as a newcomer."""
         out = self.outcomes[job_id]
         out.finish_s = None
+        self.mech.previous  # noqa: B018  # deferred leases are built before the job's entry returns
         self.active[job_id] = out.job
         self.mech.add((job_id,))
         self.need_update = True
@@ -727,7 +735,8 @@ class Engine:
                 total = np.fromiter((outcomes[jid].job.total_steps for jid in jobs), dtype=float, count=len(jobs))
                 alloc = mech.alloc
                 has_alloc = np.fromiter((k in alloc for k in keys), dtype=bool, count=len(keys))
-                arrays = (jobs, rates, total, has_alloc, np.ascontiguousarray(mech._alloc_matrix()))
+                alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
+                arrays = (jobs, rates, total, has_alloc, alloc_rows, self.compiled_books.numbers(jobs))
         self._compiled_cache = (mech.version, mech.alloc, arrays)
         return arrays
 
@@ -748,7 +757,8 @@ class Engine:
     def _compiled_rounds(self, until_s: float) -> RoundBatch | None:
         """Rounds up to the next event in one compiled call (None: not this time, the Python
         step runs the round). State goes back into the engine and the mechanism exactly as the
-        Python rounds would have left it."""
+        Python rounds would have left it; the last round's Placements are built only when read
+        (`RoundMechanism.defer_previous`, `RoundBatch.last`)."""
         mech, config = self.mech, self.config
         keys = mech.keys
         n, m = len(keys), len(self.types)
@@ -757,8 +767,9 @@ class Engine:
         arrays = self._compiled_arrays()
         if arrays is None:
             return None
-        jobs, rates, total, has_alloc, alloc = arrays
+        jobs, rates, total, has_alloc, alloc, jn = arrays
         outcomes, types, rows = self.outcomes, self.types, mech.rows
+        books = self.compiled_books
         steps = np.fromiter((outcomes[jid].steps_done for jid in jobs), dtype=float, count=n)
         geometry = self._compiled_geometry
         if geometry is None:
@@ -771,24 +782,17 @@ class Engine:
                 [list(s.nodes) for s in specs],
             )
         cap, nodes, per_node, node_index, node_names = geometry
-        prev_type = np.full(n, -1, dtype=np.int64)
-        prev_node = np.full(n, -1, dtype=np.int64)
-        prev_gpu = np.full(n, -1, dtype=np.int64)
-        type_index = self._type_index
-        before = mech.previous
-        if before:
-            at, pj, pa, pg = [], [], [], []
-            for key, p in before.items():
+        if mech._previous_source is None or mech._previous_source is not self._lease_source:
+            # the leases were last set by Python (a Python round, a restore, move_lease): reload
+            lease, type_index = books.lease, self._type_index
+            lease[jn] = -1
+            for key, p in mech.previous.items():
                 i = rows.get(key)
                 if i is None or len(p.gpus) != 1:
                     continue
                 j = type_index[p.worker_type]
                 node, g = p.gpus[0]
-                at.append(i)
-                pj.append(j)
-                pa.append(node_index[j][node])
-                pg.append(g)
-            prev_type[at], prev_node[at], prev_gpu[at] = pj, pa, pg
+                lease[jn[i]] = (j, node_index[j][node], g)
         left = config.max_rounds - self.n_rounds
         K = max(1, min(left, 256))
         G = int(cap.sum())
@@ -804,7 +808,7 @@ class Engine:
             left, bool(self.policy.fifo),
             mech._spent, mech._deficit, alloc, has_alloc, self._ok, rates, mech.worker_time, busy,
             steps, total, np.asarray(self._visiting_order(), dtype=np.int64), cap, nodes, per_node,
-            prev_type, prev_node, prev_gpu,
+            jn, books.lease, books.gpu_s, books.held, books.idle,
             starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
             last_steps, last_is_int, last_finish, finished,
         )  # fmt: skip
@@ -814,44 +818,49 @@ class Engine:
             return None
         stats["batches"] += 1
         stats["rounds"] += k
-        # back into the engine: busy time, steps, the clock, the leases, the last round's record
+        # back into the engine: busy time, steps, the clock; the leases stay in `books` until read
         for j, w in enumerate(types):
             self.busy[w] = float(busy[j])
-        used = int(offsets[k])
-        first = int(offsets[k - 1])
+        used, first = int(offsets[k]), int(offsets[k - 1])
         placed = pl_entry[:used]
         moved = np.unique(placed) if k > 1 else placed[first:]
-        steps_list = steps[moved].tolist()
-        for i, v in zip(moved.tolist(), steps_list):
+        for i, v in zip(moved.tolist(), steps[moved].tolist()):
             outcomes[jobs[i]].steps_done = v
-        placements, planned, done = [], {}, []
-        last_i, last_j = pl_entry[first:used].tolist(), pl_type[first:used].tolist()
-        last_a, last_g = pl_node[first:used].tolist(), pl_gpu[first:used].tolist()
-        n_last = used - first
-        last_n, last_int = last_steps[:n_last].tolist(), last_is_int[:n_last].tolist()
-        fin = finished[last_i].tolist()
-        for q in range(n_last):
-            i, j, g = last_i[q], last_j[q], last_g[q]
-            key, name = keys[i], types[j]
-            gpu = (node_names[j][last_a[q]], g)
-            was = before.get(key)
-            if was is None or was.worker_type != name or was.gpus != (gpu,):
-                was = Placement(key, name, (gpu,))
-            placements.append(was)
-            jid = jobs[i]
-            planned[jid] = int(last_n[q]) if last_int[q] else last_n[q]
-            if fin[q]:
-                done.append((jid, float(last_finish[q])))
-        end = float(ends[k - 1])
-        record = RoundRecord(self.n_rounds + k - 1, float(starts[k - 1]), end, placements, planned, [])
+        last = (
+            pl_entry[first:used].copy(), pl_type[first:used].copy(), pl_node[first:used].copy(),
+            pl_gpu[first:used].copy(), last_steps[: used - first].copy(), last_is_int[: used - first].copy(),
+        )  # fmt: skip
+        fin_q = np.flatnonzero(finished[last[0]])
+        done = [(jobs[i], f) for i, f in zip(last[0][fin_q].tolist(), last_finish[fin_q].tolist())]
+        end, start = float(ends[k - 1]), float(starts[k - 1])
+        index = self.n_rounds + k - 1
+
+        def placements() -> list[Placement]:
+            i, j, a, g = (x.tolist() for x in last[:4])
+            return [Placement(keys_now[e], types[t], ((node_names[t][n_], g_),)) for e, t, n_, g_ in zip(i, j, a, g)]
+
+        keys_now = list(keys)  # the entries as the call saw them (completions remove some below)
+
+        def previous() -> dict[Key, Placement]:
+            live = mech.rows
+            return {p.jobs: p for p in placements() if p.jobs in live}
+
+        def record() -> RoundRecord:
+            steps_, ints = last[4].tolist(), last[5].tolist()
+            planned = {
+                jobs[e]: int(v) if is_int else v for e, v, is_int in zip(last[0].tolist(), steps_, ints)
+            }
+            return RoundRecord(index, start, end, placements(), planned, [])
+
         batch = RoundBatch(
             starts[:k].copy(), ends[:k].copy(), n_placed[:k].copy(), n_same[:k].copy(),
-            offsets[: k + 1].copy(), placed.copy(), pl_type[:used].copy(), jobs, types, record, len(done),
+            [jid for jid, _ in done], index, record,
         )  # fmt: skip
         self.n_rounds += k
         self._round_origin = end
-        mech.previous = {p.jobs: p for p in placements}
-        mech._leases, mech.unplaced, mech.spread, mech._left, mech._ranking = before, [], set(), {}, None
+        mech.unplaced, mech.spread, mech._left, mech._ranking, mech._leases = [], set(), {}, None, {}
+        mech.defer_previous(previous)
+        self._lease_source = previous
         for jid, finish in done:
             outcomes[jid].finish_s = finish
         if done:

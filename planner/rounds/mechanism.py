@@ -220,7 +220,9 @@ class RoundMechanism:
         self.version = 0  # changes whenever the set of entries does
         self.worker_time = np.zeros(self.m)
         self.last_reset: float | None = None
-        self.previous: dict[Key, Placement] = {}
+        # last round's GPUs; a compiled round loop may defer building them (`defer_previous`)
+        self._previous_source: Callable[[], dict[Key, Placement]] | None = None
+        self._previous: dict[Key, Placement] = {}
         # Last placement pass (whole gangs): entries chosen but not placed, and placed entries
         # spread over domains (they run at the table's spread throughput).
         self.unplaced: list[Unplaced] = []
@@ -234,6 +236,23 @@ class RoundMechanism:
         # GPUs the tenant may still take this round); None: no quotas. Set by the engine each round.
         self.tenant_of: dict[Key, int] | None = None
         self.allowance: np.ndarray | None = None
+
+    @property
+    def previous(self) -> dict[Key, Placement]:
+        """Last round's placements by entry (lease extension)."""
+        if self._previous_source is not None:
+            source, self._previous_source = self._previous_source, None
+            self._previous = source()
+        return self._previous
+
+    @previous.setter
+    def previous(self, value: dict[Key, Placement]) -> None:
+        self._previous_source = None
+        self._previous = value
+
+    def defer_previous(self, source: Callable[[], dict[Key, Placement]]) -> None:
+        """`previous` becomes `source()` when next read (it must leave out removed entries)."""
+        self._previous_source = source
 
     @property
     def _spent(self) -> np.ndarray:
@@ -354,9 +373,11 @@ class RoundMechanism:
 
         One pass over the books for all of them: a finished job leaves every pair it was in
         (hundreds, with packing), and removing them one at a time shifted the books each time."""
+        deferred = self._previous_source is not None  # the source leaves removed entries out
         for key in keys:
             self.alloc.pop(key, None)
-            self.previous.pop(key, None)
+            if not deferred:
+                self._previous.pop(key, None)
         gone = [self.rows[key] for key in dict.fromkeys(keys) if key in self.rows]
         if not gone:
             return
