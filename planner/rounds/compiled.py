@@ -336,8 +336,14 @@ class CompiledBooks:
         self.gpu_s = np.zeros((0, m))
         self.held = np.zeros((0, m), dtype=bool)
         self.idle = np.zeros(1)
+        # per job, filled by the engine on first sight: total steps, job-type number
+        self.total = np.zeros(0)
+        self.type_number = np.zeros(0, dtype=np.int64)
+        self.in_alloc = np.zeros(0, dtype=bool)  # in `alloc_seen`, the allocation last looked at
+        self.alloc_seen: object = None
 
     def numbers(self, job_ids: list[str]) -> np.ndarray:
+        """The jobs' numbers, numbering those not seen before (their rows start empty)."""
         number = self.number
         for jid in job_ids:
             if jid not in number:
@@ -349,6 +355,9 @@ class CompiledBooks:
             self.lease = np.concatenate([self.lease, np.full((grow, 3), -1, dtype=np.int64)])
             self.gpu_s = np.concatenate([self.gpu_s, np.zeros((grow, self.m))])
             self.held = np.concatenate([self.held, np.zeros((grow, self.m), dtype=bool)])
+            self.total = np.concatenate([self.total, np.zeros(grow)])
+            self.type_number = np.concatenate([self.type_number, np.zeros(grow, dtype=np.int64)])
+            self.in_alloc = np.concatenate([self.in_alloc, np.zeros(grow, dtype=bool)])
         return np.fromiter((number[jid] for jid in job_ids), dtype=np.int64, count=len(job_ids))
 
 

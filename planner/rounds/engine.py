@@ -709,7 +709,8 @@ class Engine:
         )
 
     def _compiled_arrays(self) -> tuple | None:
-        """Per-entry arrays that change only with the entries or a re-solve (cached until then)."""
+        """Per-entry arrays that change only with the entries or a re-solve (cached until then);
+        None when some entry is not one single-GPU job."""
         mech = self.mech
         cached = self._compiled_cache
         if cached is not None and cached[0] == mech.version and cached[1] is mech.alloc:
@@ -717,28 +718,38 @@ class Engine:
         keys = mech.keys
         arrays = None
         if not mech._pairs:
+            books, alloc = self.compiled_books, mech.alloc
             jobs = [k[0] for k in keys]
-            numbers, scale, outcomes = self._type_number, self._scale, self.outcomes
-            nums = np.fromiter(
-                (numbers[jid] if jid in numbers else self._number_type(jid) for jid in jobs),
-                dtype=np.int64,
-                count=len(jobs),
-            )
-            if all(scale[k] == 1 for k in keys):
+            number = books.number
+            jn = np.fromiter((number.get(jid, -1) for jid in jobs), dtype=np.int64, count=len(jobs))
+            if (jn < 0).any():  # jobs seen for the first time: number them, note their fixed data
+                new = [jid for jid, no in zip(jobs, jn.tolist()) if no < 0]
+                rows = books.numbers(new)
+                numbers, outcomes = self._type_number, self.outcomes
+                books.total[rows] = [outcomes[jid].job.total_steps for jid in new]
+                books.type_number[rows] = [numbers[jid] if jid in numbers else self._number_type(jid) for jid in new]
+                books.in_alloc[rows] = [(jid,) in alloc for jid in new]
+                jn = books.numbers(jobs)
+            if alloc is not books.alloc_seen:  # a re-solve: which entries the allocation has
+                books.in_alloc[jn] = [k in alloc for k in keys]
+                books.alloc_seen = alloc
+            if self._all_single(keys):
                 table = self._solo_table
                 if len(table) < len(self._numbered_types):  # rows for job types seen since
                     table.extend(
                         [r[0] for r in self._type_rates((t,))] for t in range(len(table), len(self._numbered_types))
                     )
                     self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
-                rates = self._solo_array[nums]
-                total = np.fromiter((outcomes[jid].job.total_steps for jid in jobs), dtype=float, count=len(jobs))
-                alloc = mech.alloc
-                has_alloc = np.fromiter((k in alloc for k in keys), dtype=bool, count=len(keys))
+                rates = self._solo_array[books.type_number[jn]]
                 alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
-                arrays = (jobs, rates, total, has_alloc, alloc_rows, self.compiled_books.numbers(jobs))
+                arrays = (jobs, rates, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
         self._compiled_cache = (mech.version, mech.alloc, arrays)
         return arrays
+
+    def _all_single(self, keys: list[Key]) -> bool:
+        """Whether every entry needs 1 GPU (counted as entries come and go)."""
+        scale = self._scale  # filled for every entry before a round (popped as entries leave)
+        return max(scale.values(), default=1) == 1 and all(k in scale for k in keys[-1:])
 
     def _compiled_buffers(self, K: int, G: int) -> tuple:
         """Output buffers of the compiled call, kept between calls (results are copied out)."""

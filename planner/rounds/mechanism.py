@@ -349,7 +349,10 @@ class RoundMechanism:
         self._spent_rows.extend(np.full((len(new), self.m), received))
         self._deficit_rows.extend(np.zeros((len(new), self.m)))
         self._member_rows.extend(self._members(new))
-        self._alloc_rows = None
+        if self._alloc_rows is not None:  # the new rows (zeros for entries without an allocation)
+            zero, alloc = np.zeros(self.m), self.alloc
+            added = np.array([alloc.get(k, zero) for k in new], dtype=float).reshape(len(new), self.m)
+            self._alloc_rows = np.concatenate([self._alloc_rows, added])
         self.version += 1
 
     def _add(self, key: Key, spent: np.ndarray) -> None:
