@@ -32,22 +32,34 @@ from planner.policies.lp.highs import forget_answers  # noqa: E402
 USAGES: list = []  # the GPU usage objects of the runs, to compare per-job GPU-seconds
 
 
-def _capture(cls):
+def _capture(cls, into=None):
+    into = USAGES if into is None else into
+
     class Captured(cls):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
-            USAGES.append(self)
+            into.append(self)
 
     return Captured
 
 
+ENGINES: list = []  # the engines of the runs (how many rounds ran compiled)
+simulate.Engine = _capture(simulate.Engine, ENGINES)
 simulate.GpuUsage = _capture(simulate.GpuUsage)
 simulate.BooksUsage = _capture(simulate.BooksUsage)
 
 
 def run(table, point: dict, loop: str):
     forget_answers()
-    gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
+    gen = JobGenerator(
+        table,
+        GeneratorConfig(
+            seed=point["seed"],
+            rate_per_hour=point["rate_per_hour"],
+            multi_gpu=point.get("multi_gpu", False),
+            multi_priority=point.get("multi_priority", False),
+        ),
+    )
     window = tuple(point["window"]) if point.get("window") else None
     config = SimulationConfig(
         policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window, round_loop=loop
@@ -120,16 +132,25 @@ def main() -> None:
     if args.points is not None:
         points = [points[int(i)] for i in args.points.split(",") if i != ""]
     rng = random.Random(1)
-    for _ in range(args.random):
-        points.append(
-            {
-                "cluster": rng.choice(["1:1:1", "2:2:2", "4:4:4", "3:1:2", "8:8:8"]),
-                "jobs": rng.choice([20, 40, 60]),
-                "rate_per_hour": rng.choice([0.5, 1.0, 2.0, 4.0]),
-                "policy": "max_min_fairness_perf",
-                "seed": rng.randrange(1000),
-            }
-        )
+    for n in range(args.random):
+        cluster = rng.choice(["4:4:4", "6:2:4", "8:8:8", "12:12:12", "16:8:4", "2:3:1"])
+        gpus = sum(int(c) for c in cluster.split(":"))
+        static = n % 4 == 3  # every job at t = 0 (a static trace)
+        point = {
+            "cluster": cluster,
+            "jobs": rng.choice([30, 60, 120]),
+            # about 0.645 offered load per job/hour on 24 GPUs (Gavel's table, 1 GPU each)
+            "rate_per_hour": 0.0 if static else round(rng.uniform(0.3, 0.9) * gpus / 24 / 0.645, 3),
+            "policy": rng.choice(["max_min_fairness_perf", "max_min_fairness_perf", "fifo_perf",
+                                  "finish_time_fairness_perf"]),  # fmt: skip
+            "seed": rng.randrange(1000),
+        }
+        if n % 3 == 2:
+            point["multi_gpu"] = True  # gangs: the compiled loop steps aside while one is active
+            point["cluster"] = rng.choice(["8:8:8", "12:12:12", "16:8:8"])
+        if n % 5 == 4:
+            point["multi_priority"] = True
+        points.append(point)
     # warm the compiled function (and time its first call: compile or cache load)
     started = time.perf_counter()
     from planner.rounds import compiled  # noqa: E402
@@ -143,9 +164,11 @@ def main() -> None:
     for point in points:
         USAGES.clear()
         py, _ = run(table, point, "python")
+        ENGINES.clear()
         co, _ = run(table, point, "compiled")
+        stats = ENGINES[-1].compiled_stats if ENGINES else None
         usages = USAGES if len(USAGES) == 2 else [None, None]
-        report = {"point": point, "equivalence": compare(py, co, *usages), "python": timing(py), "compiled": timing(co)}
+        report = {"point": point, "equivalence": compare(py, co, *usages), "python": timing(py), "compiled": timing(co), "compiled_stats": stats}
         reports.append(report)
         e = report["equivalence"]
         pt, ct = report["python"], report["compiled"]
@@ -158,7 +181,7 @@ def main() -> None:
         print(
             f"{point}: {'IDENTICAL' if e['identical'] else 'DIFFERENT'} rounds {e['python']['rounds']}/"
             f"{e['compiled']['rounds']}, avg JCT {e['python']['avg_jct_h']}/{e['compiled']['avg_jct_h']} h, "
-            f"finish diffs {e['finish_times_differing']} (max {e['max_finish_diff_s']}); {timed}"
+            f"finish diffs {e['finish_times_differing']} (max {e['max_finish_diff_s']}); {timed}; compiled {stats}"
         )
         if not e["identical"]:
             print("   ", e["fields_equal"])
