@@ -21,13 +21,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench_simulate import GAVEL_TABLE, POINT_FIELDS, recorded_points  # noqa: E402
 
+import planner.modes.simulate as simulate  # noqa: E402
 from planner.formats.cluster import parse_cluster  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
-import planner.modes.simulate as simulate  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
 from planner.policies.lp.highs import forget_answers  # noqa: E402
-
 
 USAGES: list = []  # the GPU usage objects of the runs, to compare per-job GPU-seconds
 
@@ -141,8 +140,9 @@ def main() -> None:
             "jobs": rng.choice([30, 60, 120]),
             # about 0.645 offered load per job/hour on 24 GPUs (Gavel's table, 1 GPU each)
             "rate_per_hour": 0.0 if static else round(rng.uniform(0.3, 0.9) * gpus / 24 / 0.645, 3),
-            "policy": rng.choice(["max_min_fairness_perf", "max_min_fairness_perf", "fifo_perf",
-                                  "finish_time_fairness_perf"]),  # fmt: skip
+            "policy": rng.choice(
+                ["max_min_fairness_perf", "max_min_fairness_perf", "fifo_perf", "finish_time_fairness_perf"]
+            ),  # fmt: skip
             "seed": rng.randrange(1000),
         }
         if n % 3 == 2:
@@ -158,8 +158,9 @@ def main() -> None:
     first = {"cluster": "8:8:8", "jobs": 3, "rate_per_hour": 0.8, "policy": "max_min_fairness_perf", "seed": 0}
     run(table, first, "compiled")
     warm_s = time.perf_counter() - started
+    cache = Path(compiled.__file__).parent / "__pycache__"
     print(f"first compiled run (import + JIT or cache load + tiny run): {warm_s:.2f} s; "
-          f"numba cache files: {sorted(p.name for p in (Path(compiled.__file__).parent / '__pycache__').glob('compiled.*nb*'))}")  # fmt: skip
+          f"numba cache files: {sorted(p.name for p in cache.glob('compiled.*nb*'))}")  # fmt: skip
     reports = []
     for point in points:
         USAGES.clear()
@@ -168,7 +169,10 @@ def main() -> None:
         co, _ = run(table, point, "compiled")
         stats = ENGINES[-1].compiled_stats if ENGINES else None
         usages = USAGES if len(USAGES) == 2 else [None, None]
-        report = {"point": point, "equivalence": compare(py, co, *usages), "python": timing(py), "compiled": timing(co), "compiled_stats": stats}
+        report = {
+            "point": point, "equivalence": compare(py, co, *usages),
+            "python": timing(py), "compiled": timing(co), "compiled_stats": stats,
+        }  # fmt: skip
         reports.append(report)
         e = report["equivalence"]
         pt, ct = report["python"], report["compiled"]

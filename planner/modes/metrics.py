@@ -157,7 +157,6 @@ class GpuUsage:
             self.idle_after_finish_gpu_s += (end - last) * gpus
 
 
-
 class BooksUsage:
     """`GpuUsage` for runs with compiled rounds: the compiled call adds each round's GPU-seconds
     itself (`planner.rounds.compiled.CompiledBooks`, the same additions in the same order);

@@ -37,7 +37,7 @@ STOP_UNTIL = 5  # the last round ended after `until_s`
 STOP_IDLE = 6  # the next round would place nothing (the Python path jumps)
 
 
-def _run_rounds(
+def _run_rounds(  # noqa: C901  # one function: the kernel's loop stays in compiled code
     t,
     round_origin,
     tau,
@@ -173,14 +173,11 @@ def _run_rounds(
                         nb += 1
                     while pos > 0:
                         w = best[pos - 1]
-                        if (
-                            prio[i, j] > prio[w, j]
-                            or (
-                                prio[i, j] == prio[w, j]
-                                and (
-                                    deficit[i, j] > deficit[w, j]
-                                    or (deficit[i, j] == deficit[w, j] and alloc[i, j] > alloc[w, j])
-                                )
+                        if prio[i, j] > prio[w, j] or (
+                            prio[i, j] == prio[w, j]
+                            and (
+                                deficit[i, j] > deficit[w, j]
+                                or (deficit[i, j] == deficit[w, j] and alloc[i, j] > alloc[w, j])
                             )
                         ):
                             best[pos] = w

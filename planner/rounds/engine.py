@@ -34,6 +34,7 @@ from planner.formats.jobs import Job
 from planner.formats.table import JobType, ThroughputTable
 from planner.policies.base import Allocation, Policy, Stateful
 from planner.policies.problem import build_problem
+from planner.rounds import compiled as compiled_rounds
 from planner.rounds.mechanism import (
     DEFAULT_ROUND_S,
     Gpu,
@@ -44,7 +45,6 @@ from planner.rounds.mechanism import (
     Unplaced,
     visiting_order,
 )
-from planner.rounds import compiled as compiled_rounds
 from planner.rounds.restart import RestartCosts
 
 
@@ -275,7 +275,9 @@ class Engine:
         self._lease_source: Callable | None = None  # the deferred leases the last compiled call left
         self._solo_table: list[list[float]] = []  # per job type number: steps/s per worker type
         self._solo_array = np.zeros((0, len(self.types)))
-        self.compiled_stats = {"calls": 0, "batches": 0, "rounds": 0}  # compiled calls, batches they ran, rounds
+        # compiled calls, batches they ran, rounds; calls per stop reason (planner.rounds.compiled.STOP_*)
+        self.compiled_stats: dict[str, Any] = {"calls": 0, "batches": 0, "rounds": 0, "stops": [0] * 7}
+        self.last_stop: int | None = None  # why the last compiled call stopped
         self.submit(list(jobs))
 
     # snapshot --------------------------------------------------------------
@@ -590,16 +592,8 @@ class Engine:
             held = self._held() if self.restart is not None else None  # before a re-solve drops pairs
             if self.need_update and interval_ok:
                 self._resolve()
-            # Per-entry caches, filled for new entries only, when the entries changed.
-            runnable, scale = self._runnable, self._scale
             if self._entries_version != mech.version:
-                for key in mech.rows.keys() - runnable.keys():
-                    self.runnable(key)
-                for key in mech.rows.keys() - scale.keys():
-                    scale[key] = self.active[key[0]].scale_factor
-                n = len(mech.keys)
-                self._ok = np.array([runnable[k] for k in mech.keys], dtype=bool).reshape(n, len(self.types))
-                self._entries_version = mech.version
+                self._refresh_entry_caches()
             if until_s is not None and not mech._pairs:
                 batch = self._compiled_rounds(until_s)
                 if batch is not None:
@@ -617,6 +611,17 @@ class Engine:
                 "no remaining job can be placed on the cluster "
                 f"({', '.join(sorted(self.active))}); check the policy and the job sizes"
             )
+
+    def _refresh_entry_caches(self) -> None:
+        """Per-entry caches, filled for new entries only, after the entries changed."""
+        mech, runnable, scale = self.mech, self._runnable, self._scale
+        for key in mech.rows.keys() - runnable.keys():
+            self.runnable(key)
+        for key in mech.rows.keys() - scale.keys():
+            scale[key] = self.active[key[0]].scale_factor
+        n = len(mech.keys)
+        self._ok = np.array([runnable[k] for k in mech.keys], dtype=bool).reshape(n, len(self.types))
+        self._entries_version = mech.version
 
     def _choose_and_place(self) -> list[Placement]:
         """This round's fill and placement, within the tenants' quotas when the cluster has any."""
@@ -696,9 +701,7 @@ class Engine:
         config, tenants = self.config, self.cluster.tenants
         if not compiled_rounds.HAVE_NUMBA:
             return False
-        fixed = config.visit_order in ("fastest", "spec") or (
-            config.visit_order == "gavel" and self.policy.perf_aware
-        )
+        fixed = config.visit_order in ("fastest", "spec") or (config.visit_order == "gavel" and self.policy.perf_aware)
         return (
             config.gavel_compat
             and self.restart is None
@@ -765,26 +768,11 @@ class Engine:
             )  # fmt: skip
         return buffers[1:]
 
-    def _compiled_rounds(self, until_s: float) -> RoundBatch | None:
-        """Rounds up to the next event in one compiled call (None: not this time, the Python
-        step runs the round). State goes back into the engine and the mechanism exactly as the
-        Python rounds would have left it; the last round's Placements are built only when read
-        (`RoundMechanism.defer_previous`, `RoundBatch.last`)."""
-        mech, config = self.mech, self.config
-        keys = mech.keys
-        n, m = len(keys), len(self.types)
-        if n == 0:
-            return None
-        arrays = self._compiled_arrays()
-        if arrays is None:
-            return None
-        jobs, rates, total, has_alloc, alloc, jn = arrays
-        outcomes, types, rows = self.outcomes, self.types, mech.rows
-        books = self.compiled_books
-        steps = np.fromiter((outcomes[jid].steps_done for jid in jobs), dtype=float, count=n)
+    def _geometry(self) -> tuple:
+        """Per worker type: GPUs, nodes, GPUs per node, node name -> number, node names (cached)."""
         geometry = self._compiled_geometry
         if geometry is None:
-            specs = [self.cluster.worker_types[w] for w in types]
+            specs = [self.cluster.worker_types[w] for w in self.types]
             geometry = self._compiled_geometry = (
                 np.array([s.gpus for s in specs], dtype=np.int64),
                 np.array([len(s.nodes) for s in specs], dtype=np.int64),
@@ -792,20 +780,43 @@ class Engine:
                 [{node: a for a, node in enumerate(s.nodes)} for s in specs],
                 [list(s.nodes) for s in specs],
             )
-        cap, nodes, per_node, node_index, node_names = geometry
+        return geometry
+
+    def _reload_leases(self, jn: np.ndarray, node_index: list[dict[str, int]]) -> None:
+        """The leases were last set by Python (a Python round, a restore, move_lease): into the books."""
+        mech, lease, type_index = self.mech, self.compiled_books.lease, self._type_index
+        rows = mech.rows
+        lease[jn] = -1
+        for key, p in mech.previous.items():
+            i = rows.get(key)
+            if i is None or len(p.gpus) != 1:
+                continue
+            j = type_index[p.worker_type]
+            node, g = p.gpus[0]
+            lease[jn[i]] = (j, node_index[j][node], g)
+
+    def _compiled_rounds(self, until_s: float) -> RoundBatch | None:
+        """Rounds up to the next event in one compiled call (None: not this time, the Python
+        step runs the round). State goes back into the engine and the mechanism exactly as the
+        Python rounds would have left it; the last round's Placements are built only when read
+        (`RoundMechanism.defer_previous`, `RoundBatch.last`)."""
+        mech, config = self.mech, self.config
+        keys = mech.keys
+        n = len(keys)
+        if n == 0:
+            return None
+        arrays = self._compiled_arrays()
+        if arrays is None:
+            return None
+        jobs, rates, total, has_alloc, alloc, jn = arrays
+        outcomes, types = self.outcomes, self.types
+        books = self.compiled_books
+        steps = np.fromiter((outcomes[jid].steps_done for jid in jobs), dtype=float, count=n)
+        cap, nodes, per_node, node_index, node_names = self._geometry()
         if mech._previous_source is None or mech._previous_source is not self._lease_source:
-            # the leases were last set by Python (a Python round, a restore, move_lease): reload
-            lease, type_index = books.lease, self._type_index
-            lease[jn] = -1
-            for key, p in mech.previous.items():
-                i = rows.get(key)
-                if i is None or len(p.gpus) != 1:
-                    continue
-                j = type_index[p.worker_type]
-                node, g = p.gpus[0]
-                lease[jn[i]] = (j, node_index[j][node], g)
+            self._reload_leases(jn, node_index)
         left = config.max_rounds - self.n_rounds
-        K = max(1, min(left, 256))
+        K = max(1, min(left + 1, 256))  # room for one more: the call then stops at max_rounds, not full
         G = int(cap.sum())
         busy = np.array([self.busy[w] for w in types], dtype=float)
         (starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
@@ -813,7 +824,7 @@ class Engine:
         finished = np.zeros(n, dtype=bool)
         last_reset = math.nan if mech.last_reset is None else mech.last_reset
         next_arrival = self.pending[0].arrival_s if self.pending else math.inf
-        k, _stop = compiled_rounds.run_rounds(
+        k, stop = compiled_rounds.run_rounds(
             self._clock(), self._round_origin, float(config.round_s), float(last_reset),
             float(config.min_resolve_interval_s), bool(self.need_update), float(next_arrival), float(until_s),
             left, bool(self.policy.fifo),
@@ -825,6 +836,8 @@ class Engine:
         )  # fmt: skip
         stats = self.compiled_stats
         stats["calls"] += 1
+        stats["stops"][stop] += 1
+        self.last_stop = stop
         if k == 0:
             return None
         stats["batches"] += 1
@@ -858,9 +871,7 @@ class Engine:
 
         def record() -> RoundRecord:
             steps_, ints = last[4].tolist(), last[5].tolist()
-            planned = {
-                jobs[e]: int(v) if is_int else v for e, v, is_int in zip(last[0].tolist(), steps_, ints)
-            }
+            planned = {jobs[e]: int(v) if is_int else v for e, v, is_int in zip(last[0].tolist(), steps_, ints)}
             return RoundRecord(index, start, end, placements(), planned, [])
 
         batch = RoundBatch(
