@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+
 import numpy as np
 import pytest
 
 pytest.importorskip("numba")
+
+from conftest import DATA  # noqa: E402
 
 from planner.formats.cluster import parse_cluster  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
 from planner.policies import make_cluster_policy  # noqa: E402
-from planner.rounds.engine import Engine, RoundBatch  # noqa: E402
-
-from conftest import DATA  # noqa: E402
+from planner.rounds import compiled  # noqa: E402
+from planner.rounds.engine import Engine, EngineConfig, RoundBatch  # noqa: E402
 
 TABLE = DATA / "gavel" / "simulation_throughputs.json"
 
@@ -22,9 +26,7 @@ TABLE = DATA / "gavel" / "simulation_throughputs.json"
 def simulate(loop: str, cluster: str, jobs: int, rate: float, seed: int, multi_gpu: bool = False, policy=None):
     table = import_gavel(TABLE)
     gen = JobGenerator(table, GeneratorConfig(seed=seed, rate_per_hour=rate, multi_gpu=multi_gpu))
-    config = SimulationConfig(
-        policy=policy or "max_min_fairness_perf", seed=seed, gavel_compat=True, round_loop=loop
-    )
+    config = SimulationConfig(policy=policy or "max_min_fairness_perf", seed=seed, gavel_compat=True, round_loop=loop)
     return run_simulation(table, parse_cluster(cluster), Workload(generator=gen, num_jobs=jobs), config)
 
 
@@ -84,3 +86,171 @@ def test_a_snapshot_after_compiled_rounds_is_the_python_one():
     while co.step_many() is not None:
         pass
     assert {j: o.finish_s for j, o in py.outcomes.items()} == {j: o.finish_s for j, o in co.outcomes.items()}
+
+
+# --- each stop of the compiled call, in lockstep with the Python loop ------------------------------
+
+
+def _state(e: Engine) -> dict:
+    """What the next round depends on (and what the run reports), without building deferred leases
+    on the engine itself (reading `mech.previous` would make the next compiled call reload them)."""
+    m = e.mech
+    leases = m._previous_source() if m._previous_source is not None else m._previous
+    return {
+        "t": e.t, "n_rounds": e.n_rounds, "finished": e.finished, "busy": dict(e.busy),
+        "origin": e._round_origin, "need_update": e.need_update, "order": list(e.order),
+        "active": list(e.active), "pending": [job.job_id for job in e.pending],
+        "outcomes": {jid: (o.finish_s, o.steps_done) for jid, o in e.outcomes.items()},
+        "keys": list(m.keys), "spent": m._spent.tolist(), "deficit": m._deficit.tolist(),
+        "worker_time": m.worker_time.tolist(), "last_reset": m.last_reset,
+        "alloc": {k: v.tolist() for k, v in m.alloc.items()}, "leases": leases,
+        "shuffle": e._shuffle.getstate(), "solves": len(e.solves),
+    }  # fmt: skip
+
+
+def _make(cluster="4:4:4", jobs=20, rate=0.0, seed=1, interval=None, policy="max_min_fairness_perf", **engine):
+    """Engine factory: `make(loop)` builds the same Gavel-compat engine with either round loop."""
+
+    def make(loop: str) -> Engine:
+        table = import_gavel(TABLE)
+        c = parse_cluster(cluster)
+        config = SimulationConfig(policy=policy, gavel_compat=True, round_loop=loop, resolve_interval_s=interval)
+        pol = make_cluster_policy(policy, c, gavel_compat=True)
+        it = iter(JobGenerator(table, GeneratorConfig(seed=seed, rate_per_hour=rate)))
+        engine_config = dataclasses.replace(config.engine_config(pol), **engine)
+        return Engine(table, c, pol, engine_config, [next(it) for _ in range(jobs)])
+
+    return make
+
+
+def lockstep(make, until_s: float = math.inf) -> tuple[Engine, Engine, list]:
+    """Run the compiled engine call by call and the Python engine round by round up to the same
+    round after each call; the states must be equal after every call, and both must end together.
+    Returns both engines and what each `step_many` gave (RoundBatch or RoundRecord)."""
+    py, co = make("python"), make("compiled")
+    items = []
+    while (item := co.step_many(until_s)) is not None:
+        items.append(item)
+        while py.n_rounds < co.n_rounds:
+            assert py.step() is not None
+        assert _state(py) == _state(co), f"after round {co.n_rounds}"
+    assert py.step() is None
+    assert _state(py) == _state(co)
+    return py, co, items
+
+
+def _stops(co: Engine, stop: int) -> int:
+    return co.compiled_stats["stops"][stop]
+
+
+def test_a_job_finishing_ends_the_call():
+    # every job at t = 0, re-solve at every change: each call runs up to the next completion
+    _, co, items = lockstep(_make("4:4:4", 20, 0.0, seed=1, interval=0.0))
+    assert _stops(co, compiled.STOP_FINISHED) >= 15
+    assert all(isinstance(i, RoundBatch) for i in items)
+    assert sum(i.last_finished for i in items) == co.finished == 20
+
+
+def test_the_next_arrival_and_a_resolve_due_end_the_call():
+    # arrivals, Gavel's 1920 s between re-solves: calls end at arrivals and when the interval passes
+    _, co, _ = lockstep(_make("4:4:4", 20, 0.8, seed=0))
+    assert co.config.min_resolve_interval_s == 1920.0
+    assert _stops(co, compiled.STOP_ARRIVAL) > 0
+    assert _stops(co, compiled.STOP_RESOLVE) > 0
+
+
+def test_an_idle_round_ends_the_call_and_python_jumps():
+    # the jobs waiting have no allocation yet (re-solve not due): nothing runs, Python jumps ahead
+    _, co, _ = lockstep(_make("4:4:4", 20, 0.8, seed=2))
+    assert _stops(co, compiled.STOP_IDLE) > 0
+
+
+def test_until_ends_the_call_after_the_round_that_passes_it():
+    until = 6 * 3600.0
+    py, co, items = lockstep(_make("4:4:4", 20, 0.8, seed=0), until_s=until)
+    assert _stops(co, compiled.STOP_UNTIL) > 0
+    # the reference: the Python rounds, one by one; the first call that passes `until` stops at
+    # the first round that ends after it
+    ref = _make("4:4:4", 20, 0.8, seed=0)("python")
+    while (record := ref.step()) is not None and record.end_s <= until:
+        pass
+    assert record is not None
+    first = next(i for i in items if isinstance(i, RoundBatch) and i.ends[-1] > until)
+    assert (first.index, float(first.ends[-1])) == (record.index, record.end_s)
+
+
+def test_max_rounds_ends_the_call_and_the_run():
+    py, co, _ = lockstep(_make("4:4:4", 20, 0.8, seed=0, max_rounds=300))
+    assert py.n_rounds == co.n_rounds == 300
+    assert _stops(co, compiled.STOP_MAX_ROUNDS) > 0
+    assert co.finished < 20
+
+
+# --- cases the compiled call must leave to the Python step -----------------------------------------
+
+
+def test_a_shuffled_visiting_order_runs_the_python_step():
+    # an agnostic policy: Gavel shuffles the worker types every round
+    py, co, items = lockstep(_make("4:4:4", 20, 0.8, seed=0, policy="max_min_fairness"))
+    assert co.config.visit_order == "shuffle"
+    assert co.compiled_stats["calls"] == 0 and not any(isinstance(i, RoundBatch) for i in items)
+
+
+def test_pairs_run_the_python_step():
+    py, co, items = lockstep(_make("4:4:4", 20, 0.8, seed=0, policy="max_min_fairness_packed"))
+    python_rounds = [i for i in items if not isinstance(i, RoundBatch)]
+    assert any(len(p.jobs) > 1 for r in python_rounds for p in r.placements)  # pairs ran, in Python
+    assert co.n_rounds > co.compiled_stats["rounds"]
+
+
+def _quota_engines():
+    from planner.formats.cluster import cluster_from_dict
+    from planner.formats.jobs import Job
+    from planner.formats.table import JobType, ThroughputTable
+
+    rates = (("g", 1.0), ("h", 2.0))
+    records = [{"worker_type": w, "model": "A", "scale_factor": 1, "throughput": r} for w, r in rates]
+    table = ThroughputTable.from_records(records)
+    cluster = cluster_from_dict(
+        {"worker_types": {"g": 4, "h": 2}, "tenants": {"big": {"quota": {"g": 1.5}}, "small": {"weight": 1}}}
+    )
+    a = JobType("A", None, 1)
+    jobs = [Job(f"b{i}", a, 3600.0 * (i + 1), entity="big") for i in range(5)]
+    jobs += [Job(f"s{i}", a, 1800.0 * (i + 1), arrival_s=600.0 * i, entity="small") for i in range(4)]
+
+    def make(loop: str) -> Engine:
+        policy = make_cluster_policy("max_min_fairness_perf", cluster, gavel_compat=True)
+        config = EngineConfig(gavel_compat=True, keep_rounds=False, min_resolve_interval_s=1920.0, round_loop=loop)
+        return Engine(table, cluster, policy, config, list(jobs))
+
+    return make
+
+
+def test_tenant_quotas_run_the_python_step():
+    py, co, _ = lockstep(_quota_engines())
+    assert co.compiled_stats["calls"] == 0
+    assert py.quota_credit == co.quota_credit and py.quota_credit
+
+
+@pytest.mark.parametrize("restart", [False, True])
+def test_rota_rounds_run_the_python_step(restart):
+    # outside Gavel's compatibility mode (whole gangs, backfill); restart costs exist only there
+    from planner.rounds.restart import RestartCosts
+
+    table = import_gavel(TABLE)
+    cluster = parse_cluster("4:4:4")
+
+    def make(loop: str) -> Engine:
+        policy = make_cluster_policy("max_min_fairness_perf", cluster)
+        config = SimulationConfig(seed=2).engine_config(policy)
+        config.round_loop = loop
+        it = iter(JobGenerator(table, GeneratorConfig(seed=2, rate_per_hour=0.8)))
+        costs = RestartCosts(override=120.0) if restart else None
+        return Engine(table, cluster, policy, config, [next(it) for _ in range(15)], restart=costs)
+
+    py, co, items = lockstep(make)
+    assert not co.config.gavel_compat
+    assert co.compiled_stats["calls"] == 0 and not any(isinstance(i, RoundBatch) for i in items)
+    if restart:
+        assert py.restart_tally is not None and co.restart_tally is not None
+        assert py.restart_tally == co.restart_tally and py.restart_tally.starts > 0
