@@ -13,6 +13,7 @@ quotas, no restart costs, not migration-aware, a fixed worker-type visiting orde
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -325,37 +326,51 @@ class CompiledBooks:
     mechanism's Placement dict), and the GPU-seconds it held per type (the simulation's
     GpuUsage, kept here so that the compiled call adds them round by round)."""
 
-    def __init__(self, m: int):
+    def __init__(self, m: int, number: dict[str, int] | None = None):
+        """`number`: job id -> number, shared with whoever else numbers jobs (the mechanism's
+        `_job_number`, so that its per-entry member rows give the entries' job numbers); numbers
+        are handed out in insertion order, 0, 1, 2, ..., and never taken back."""
         self.m = m
-        self.number: dict[str, int] = {}
-        self.jobs: list[str] = []
+        self.number: dict[str, int] = {} if number is None else number
+        self.jobs: list[str] = []  # number -> job id
         self.lease = np.full((0, 3), -1, dtype=np.int64)
         self.gpu_s = np.zeros((0, m))
         self.held = np.zeros((0, m), dtype=bool)
         self.idle = np.zeros(1)
-        # per job, filled by the engine on first sight: total steps, job-type number
+        # per job, filled by the engine on first sight (`known`): total steps, job-type number,
+        # whether `alloc_seen` (the allocation last looked at) has it, its JobOutcome
+        self.known = np.zeros(0, dtype=bool)
         self.total = np.zeros(0)
         self.type_number = np.zeros(0, dtype=np.int64)
-        self.in_alloc = np.zeros(0, dtype=bool)  # in `alloc_seen`, the allocation last looked at
+        self.in_alloc = np.zeros(0, dtype=bool)
         self.alloc_seen: object = None
+        self.outcome: list = []
 
     def numbers(self, job_ids: list[str]) -> np.ndarray:
         """The jobs' numbers, numbering those not seen before (their rows start empty)."""
         number = self.number
         for jid in job_ids:
             if jid not in number:
-                number[jid] = len(self.jobs)
-                self.jobs.append(jid)
+                number[jid] = len(number)
+        self.grow()
+        return np.fromiter((number[jid] for jid in job_ids), dtype=np.int64, count=len(job_ids))
+
+    def grow(self) -> None:
+        """Rows for every job numbered so far (also those numbered by the sharer of `number`)."""
+        number = self.number
+        if len(self.jobs) < len(number):
+            self.jobs.extend(itertools.islice(number, len(self.jobs), None))
+            self.outcome.extend([None] * (len(number) - len(self.outcome)))
         if len(self.jobs) > len(self.lease):
             size = max(len(self.jobs), 2 * len(self.lease), 64)
             grow = size - len(self.lease)
             self.lease = np.concatenate([self.lease, np.full((grow, 3), -1, dtype=np.int64)])
             self.gpu_s = np.concatenate([self.gpu_s, np.zeros((grow, self.m))])
             self.held = np.concatenate([self.held, np.zeros((grow, self.m), dtype=bool)])
+            self.known = np.concatenate([self.known, np.zeros(grow, dtype=bool)])
             self.total = np.concatenate([self.total, np.zeros(grow)])
             self.type_number = np.concatenate([self.type_number, np.zeros(grow, dtype=np.int64)])
             self.in_alloc = np.concatenate([self.in_alloc, np.zeros(grow, dtype=bool)])
-        return np.fromiter((number[jid] for jid in job_ids), dtype=np.int64, count=len(job_ids))
 
 
 if HAVE_NUMBA:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +47,8 @@ from planner.rounds.mechanism import (
     visiting_order,
 )
 from planner.rounds.restart import RestartCosts
+
+_STEPS_DONE = operator.attrgetter("steps_done")
 
 
 @dataclass
@@ -271,7 +274,8 @@ class Engine:
         self._compiled_cache: tuple | None = None  # (entries version, allocation, per-entry arrays)
         self._compiled_geometry: tuple | None = None  # per type: GPUs, nodes, GPUs per node, node names
         self._compiled_out: tuple | None = None  # output buffers of the compiled call
-        self.compiled_books = compiled_rounds.CompiledBooks(len(self.types))
+        # numbered as the mechanism numbers jobs: its member rows give the entries' job numbers
+        self.compiled_books = compiled_rounds.CompiledBooks(len(self.types), self.mech._job_number)
         self._lease_source: Callable | None = None  # the deferred leases the last compiled call left
         self._solo_table: list[list[float]] = []  # per job type number: steps/s per worker type
         self._solo_array = np.zeros((0, len(self.types)))
@@ -720,32 +724,33 @@ class Engine:
             return cached[2]
         keys = mech.keys
         arrays = None
-        if not mech._pairs:
+        if not mech._pairs and self._all_single(keys):
             books, alloc = self.compiled_books, mech.alloc
-            jobs = [k[0] for k in keys]
-            number = books.number
-            jn = np.fromiter((number.get(jid, -1) for jid in jobs), dtype=np.int64, count=len(jobs))
-            if (jn < 0).any():  # jobs seen for the first time: number them, note their fixed data
-                new = [jid for jid, no in zip(jobs, jn.tolist()) if no < 0]
-                rows = books.numbers(new)
+            jn = np.ascontiguousarray(mech._member_rows.array[:, 0])  # each entry's (only) job
+            books.grow()
+            new = jn[~books.known[jn]]
+            if len(new):  # jobs seen for the first time: note their fixed data
                 numbers, outcomes = self._type_number, self.outcomes
-                books.total[rows] = [outcomes[jid].job.total_steps for jid in new]
-                books.type_number[rows] = [numbers[jid] if jid in numbers else self._number_type(jid) for jid in new]
-                books.in_alloc[rows] = [(jid,) in alloc for jid in new]
-                jn = books.numbers(jobs)
+                ids = [books.jobs[r] for r in new.tolist()]
+                books.total[new] = [outcomes[jid].job.total_steps for jid in ids]
+                books.type_number[new] = [numbers[jid] if jid in numbers else self._number_type(jid) for jid in ids]
+                books.in_alloc[new] = [(jid,) in alloc for jid in ids]
+                for r, jid in zip(new.tolist(), ids):
+                    books.outcome[r] = outcomes[jid]
+                books.known[new] = True
             if alloc is not books.alloc_seen:  # a re-solve: which entries the allocation has
                 books.in_alloc[jn] = [k in alloc for k in keys]
                 books.alloc_seen = alloc
-            if self._all_single(keys):
-                table = self._solo_table
-                if len(table) < len(self._numbered_types):  # rows for job types seen since
-                    table.extend(
-                        [r[0] for r in self._type_rates((t,))] for t in range(len(table), len(self._numbered_types))
-                    )
-                    self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
-                rates = self._solo_array[books.type_number[jn]]
-                alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
-                arrays = (jobs, rates, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
+            table = self._solo_table
+            if len(table) < len(self._numbered_types):  # rows for job types seen since
+                table.extend(
+                    [r[0] for r in self._type_rates((t,))] for t in range(len(table), len(self._numbered_types))
+                )
+                self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
+            rates = self._solo_array[books.type_number[jn]]
+            alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
+            entry_outcomes = [books.outcome[r] for r in jn.tolist()]
+            arrays = (entry_outcomes, rates, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
         self._compiled_cache = (mech.version, mech.alloc, arrays)
         return arrays
 
@@ -808,10 +813,10 @@ class Engine:
         arrays = self._compiled_arrays()
         if arrays is None:
             return None
-        jobs, rates, total, has_alloc, alloc, jn = arrays
+        entry_outcomes, rates, total, has_alloc, alloc, jn = arrays
         outcomes, types = self.outcomes, self.types
         books = self.compiled_books
-        steps = np.fromiter((outcomes[jid].steps_done for jid in jobs), dtype=float, count=n)
+        steps = np.fromiter(map(_STEPS_DONE, entry_outcomes), dtype=float, count=n)
         cap, nodes, per_node, node_index, node_names = self._geometry()
         if mech._previous_source is None or mech._previous_source is not self._lease_source:
             self._reload_leases(jn, node_index)
@@ -849,13 +854,13 @@ class Engine:
         placed = pl_entry[:used]
         moved = np.unique(placed) if k > 1 else placed[first:]
         for i, v in zip(moved.tolist(), steps[moved].tolist()):
-            outcomes[jobs[i]].steps_done = v
+            entry_outcomes[i].steps_done = v
         last = (
             pl_entry[first:used].copy(), pl_type[first:used].copy(), pl_node[first:used].copy(),
             pl_gpu[first:used].copy(), last_steps[: used - first].copy(), last_is_int[: used - first].copy(),
         )  # fmt: skip
         fin_q = np.flatnonzero(finished[last[0]])
-        done = [(jobs[i], f) for i, f in zip(last[0][fin_q].tolist(), last_finish[fin_q].tolist())]
+        done = [(keys[i][0], f) for i, f in zip(last[0][fin_q].tolist(), last_finish[fin_q].tolist())]
         end, start = float(ends[k - 1]), float(starts[k - 1])
         index = self.n_rounds + k - 1
 
@@ -871,7 +876,7 @@ class Engine:
 
         def record() -> RoundRecord:
             steps_, ints = last[4].tolist(), last[5].tolist()
-            planned = {jobs[e]: int(v) if is_int else v for e, v, is_int in zip(last[0].tolist(), steps_, ints)}
+            planned = {keys_now[e][0]: int(v) if is_int else v for e, v, is_int in zip(last[0].tolist(), steps_, ints)}
             return RoundRecord(index, start, end, placements(), planned, [])
 
         batch = RoundBatch(
