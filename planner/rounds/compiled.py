@@ -13,7 +13,6 @@ quotas, no restart costs, not migration-aware, a fixed worker-type visiting orde
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -332,19 +331,19 @@ class CompiledBooks:
         are handed out in insertion order, 0, 1, 2, ..., and never taken back."""
         self.m = m
         self.number: dict[str, int] = {} if number is None else number
-        self.jobs: list[str] = []  # number -> job id
         self.lease = np.full((0, 3), -1, dtype=np.int64)
         self.gpu_s = np.zeros((0, m))
         self.held = np.zeros((0, m), dtype=bool)
         self.idle = np.zeros(1)
         # per job, filled by the engine on first sight (`known`): total steps, job-type number,
-        # whether `alloc_seen` (the allocation last looked at) has it, its JobOutcome
+        # GPUs it needs, whether `alloc_seen` (the allocation last looked at) has it, its JobOutcome
         self.known = np.zeros(0, dtype=bool)
         self.total = np.zeros(0)
         self.type_number = np.zeros(0, dtype=np.int64)
+        self.scale = np.zeros(0, dtype=np.int64)
         self.in_alloc = np.zeros(0, dtype=bool)
         self.alloc_seen: object = None
-        self.outcome: list = []
+        self.outcome = np.empty(0, dtype=object)
 
     def numbers(self, job_ids: list[str]) -> np.ndarray:
         """The jobs' numbers, numbering those not seen before (their rows start empty)."""
@@ -357,12 +356,8 @@ class CompiledBooks:
 
     def grow(self) -> None:
         """Rows for every job numbered so far (also those numbered by the sharer of `number`)."""
-        number = self.number
-        if len(self.jobs) < len(number):
-            self.jobs.extend(itertools.islice(number, len(self.jobs), None))
-            self.outcome.extend([None] * (len(number) - len(self.outcome)))
-        if len(self.jobs) > len(self.lease):
-            size = max(len(self.jobs), 2 * len(self.lease), 64)
+        if len(self.number) > len(self.lease):
+            size = max(len(self.number), 2 * len(self.lease), 64)
             grow = size - len(self.lease)
             self.lease = np.concatenate([self.lease, np.full((grow, 3), -1, dtype=np.int64)])
             self.gpu_s = np.concatenate([self.gpu_s, np.zeros((grow, self.m))])
@@ -370,7 +365,9 @@ class CompiledBooks:
             self.known = np.concatenate([self.known, np.zeros(grow, dtype=bool)])
             self.total = np.concatenate([self.total, np.zeros(grow)])
             self.type_number = np.concatenate([self.type_number, np.zeros(grow, dtype=np.int64)])
+            self.scale = np.concatenate([self.scale, np.zeros(grow, dtype=np.int64)])
             self.in_alloc = np.concatenate([self.in_alloc, np.zeros(grow, dtype=bool)])
+            self.outcome = np.concatenate([self.outcome, np.empty(grow, dtype=object)])
 
 
 if HAVE_NUMBA:

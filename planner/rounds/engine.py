@@ -546,7 +546,10 @@ class Engine:
         dropped = [k for k in mech.keys if len(k) > 1 and k not in alloc]  # pairs the policy dropped
         mech.remove_many(dropped)
         self._forget(dropped)
-        mech.set_allocation(alloc)
+        # no pairs and the problem's jobs are the entries, in entry order: its rows are the matrix
+        solo = not mech._pairs and len(problem.job_ids) == len(mech.keys)
+        same = solo and [k[0] for k in mech.keys] == problem.job_ids
+        mech.set_allocation(alloc, allocation.x if same else None)
         if len(self.solves) > 1:  # the one before stops being the latest: keep its summary
             before = self.solves[-1]
             self.solves[-1] = Solve(before.time_s, before.job_ids, before.allocation.summary())
@@ -724,40 +727,35 @@ class Engine:
             return cached[2]
         keys = mech.keys
         arrays = None
-        if not mech._pairs and self._all_single(keys):
+        if not mech._pairs:
             books, alloc = self.compiled_books, mech.alloc
             jn = np.ascontiguousarray(mech._member_rows.array[:, 0])  # each entry's (only) job
             books.grow()
-            new = jn[~books.known[jn]]
-            if len(new):  # jobs seen for the first time: note their fixed data
+            new_i = np.flatnonzero(~books.known[jn])
+            if len(new_i):  # jobs seen for the first time: note their fixed data
                 numbers, outcomes = self._type_number, self.outcomes
-                ids = [books.jobs[r] for r in new.tolist()]
+                new, ids = jn[new_i], [keys[i][0] for i in new_i.tolist()]
                 books.total[new] = [outcomes[jid].job.total_steps for jid in ids]
                 books.type_number[new] = [numbers[jid] if jid in numbers else self._number_type(jid) for jid in ids]
+                books.scale[new] = [outcomes[jid].job.scale_factor for jid in ids]
                 books.in_alloc[new] = [(jid,) in alloc for jid in ids]
-                for r, jid in zip(new.tolist(), ids):
-                    books.outcome[r] = outcomes[jid]
+                books.outcome[new] = [outcomes[jid] for jid in ids]
                 books.known[new] = True
-            if alloc is not books.alloc_seen:  # a re-solve: which entries the allocation has
-                books.in_alloc[jn] = [k in alloc for k in keys]
-                books.alloc_seen = alloc
-            table = self._solo_table
-            if len(table) < len(self._numbered_types):  # rows for job types seen since
-                table.extend(
-                    [r[0] for r in self._type_rates((t,))] for t in range(len(table), len(self._numbered_types))
-                )
-                self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
-            rates = self._solo_array[books.type_number[jn]]
-            alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
-            entry_outcomes = [books.outcome[r] for r in jn.tolist()]
-            arrays = (entry_outcomes, rates, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
+            if len(jn) and books.scale[jn].max() == 1:  # every entry needs 1 GPU
+                if alloc is not books.alloc_seen:  # a re-solve: which entries the allocation has
+                    books.in_alloc[jn] = [k in alloc for k in keys]
+                    books.alloc_seen = alloc
+                table = self._solo_table
+                if len(table) < len(self._numbered_types):  # rows for job types seen since
+                    table.extend(
+                        [r[0] for r in self._type_rates((t,))] for t in range(len(table), len(self._numbered_types))
+                    )
+                    self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
+                rates = self._solo_array[books.type_number[jn]]
+                alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
+                arrays = (books.outcome[jn], rates, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
         self._compiled_cache = (mech.version, mech.alloc, arrays)
         return arrays
-
-    def _all_single(self, keys: list[Key]) -> bool:
-        """Whether every entry needs 1 GPU (counted as entries come and go)."""
-        scale = self._scale  # filled for every entry before a round (popped as entries leave)
-        return max(scale.values(), default=1) == 1 and all(k in scale for k in keys[-1:])
 
     def _compiled_buffers(self, K: int, G: int) -> tuple:
         """Output buffers of the compiled call, kept between calls (results are copied out)."""

@@ -454,9 +454,11 @@ class RoundMechanism:
             del self.previous[key]
         self.previous[placement.jobs] = placement
 
-    def set_allocation(self, alloc: Mapping[Key, np.ndarray]) -> None:
+    def set_allocation(self, alloc: Mapping[Key, np.ndarray], rows: np.ndarray | None = None) -> None:
+        """`rows`, if given: `alloc` as `_alloc_matrix` would build it (every entry's row, in entry
+        order), from a caller that has them stacked already."""
         self.alloc = {k: np.asarray(v, dtype=float) for k, v in alloc.items()}
-        self._alloc_rows = None
+        self._alloc_rows = None if rows is None else np.array(rows, dtype=float, order="C")
 
     def record(self, key: Key, j: int, elapsed: float) -> None:
         self._spent[self.rows[key], j] += elapsed
