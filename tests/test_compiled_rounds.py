@@ -254,3 +254,34 @@ def test_rota_rounds_run_the_python_step(restart):
     if restart:
         assert py.restart_tally is not None and co.restart_tally is not None
         assert py.restart_tally == co.restart_tally and py.restart_tally.starts > 0
+
+
+def test_launcher_edits_between_compiled_calls_match_the_python_engine():
+    # what a launcher reports between rounds: a job reopened (its allocation row is gone until the
+    # next re-solve, so it must wait), one withdrawn, a lease moved, steps corrected
+    make = _make("4:4:4", 20, 0.8, seed=0)
+    py, co = make("python"), make("compiled")
+    edits = 0
+    while (item := co.step_many()) is not None:
+        while py.n_rounds < co.n_rounds:
+            assert py.step() is not None
+        assert _state(py) == _state(co)
+        if not isinstance(item, RoundBatch) or edits >= 4 or not item.finished:
+            continue
+        edits += 1
+        done = item.finished[0]
+        running = [p for p in co.mech.previous.values() if p.jobs[0] != done]
+        for e in (py, co):
+            e.reopen(done)
+            e.set_steps_done(done, e.outcomes[done].job.total_steps - 1000)
+            if running:
+                jid = running[0].jobs[0]
+                e.set_steps_done(jid, e.outcomes[jid].steps_done + 1)
+            if edits == 2 and len(running) > 1:
+                e.withdraw(running[1].jobs[0], e.t)
+            if edits == 3 and running:
+                p = running[0]
+                e.move_lease(p.jobs[0], p.worker_type, p.gpus)
+        assert _state(py) == _state(co)
+    assert py.step() is None
+    assert edits == 4 and _state(py) == _state(co)

@@ -391,6 +391,10 @@ class Engine:
         self.mech.previous  # noqa: B018  # deferred leases are built before the job's entry returns
         self.active[job_id] = out.job
         self.mech.add((job_id,))
+        books = self.compiled_books
+        row = books.number.get(job_id)
+        if row is not None and row < len(books.known):  # its notes (in the allocation?) are stale
+            books.known[row] = False
         self.need_update = True
         self.finished -= 1
 
