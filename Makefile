@@ -15,9 +15,10 @@ $(VENV)/.planner: pyproject.toml
 	touch $@
 
 # Profiler extra: torch + torchvision (large; only needed by profiler/ and models/).
-# The tests also run the Ray exports on a local Ray cluster, so they install the ray extra.
+# The tests also run the Ray exports on a local Ray cluster, so they install the ray extra, and
+# compare the compiled round loop with the Python one, so they install the fast extra (numba).
 $(VENV)/.profiler: $(VENV)/.planner
-	$(PY) -m pip install -q -e '.[profiler,test,ray]'
+	$(PY) -m pip install -q -e '.[profiler,test,ray,fast]'
 	touch $@
 
 demo: $(VENV)/.planner
@@ -31,7 +32,7 @@ test: $(VENV)/.profiler
 
 # Lint and type gate (CI runs it before the tests): ruff lint + format check, mypy.
 $(VENV)/.lint: $(VENV)/.profiler
-	$(PY) -m pip install -q -e '.[profiler,test,ray,lint]'
+	$(PY) -m pip install -q -e '.[profiler,test,ray,fast,lint]'
 	touch $@
 
 lint: $(VENV)/.lint

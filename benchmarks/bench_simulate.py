@@ -31,8 +31,13 @@ the bounds a faster path must keep: average JCT within 0.5 % and makespan within
 reference's, and every LP the reference solved reaching the same objective within 1e-6
 relative when the candidate solves it.
 
+Round loop: the timed runs use rota's default (`--round-loop auto`: the compiled loop when numba is
+installed). Each point is also run with the Python round loop, the reference, and its results must be
+the same to the last bit (rounds, average JCT, makespan): its time is printed beside the fast one's.
+The compiled function is loaded (or compiled, the first time on a machine) before anything is timed.
+
     python benchmarks/bench_simulate.py [--quick] [--jobs 300 | --window 150:300] [--rate 0.8] [--cluster 8:8:8]
-        [--candidate simplex|none]
+        [--candidate simplex|none] [--round-loop auto|python|compiled]
 
 --quick, or any point option, runs only the main (or that) point.
 """
@@ -142,7 +147,7 @@ def recorded_gavel(point: dict) -> dict | None:
 
 
 def run_point(
-    table, point: dict, recorders: list, method: str = DEFAULT_METHOD, round_loop: str = "python"
+    table, point: dict, recorders: list, method: str = DEFAULT_METHOD, round_loop: str = "auto"
 ) -> tuple[dict, list]:
     """Simulate one point; (report, the LAS problems its policy was asked to solve)."""
     forget_answers()  # every point starts without answers stored by an earlier one (same LPs)
@@ -181,6 +186,8 @@ def run_point(
         "rounds_per_s": (m["rounds"] / m["wall_s"]) if m.get("wall_s") else None,
         "makespan_h": m["makespan_s"] / 3600 if m.get("makespan_s") else None,
         "solver_method": method,
+        "round_loop": round_loop,
+        "rounds_compiled": m.get("rounds_compiled", 0),
         "highs_runs": len(solves.loaded),
         "highs_run_floor_s": solver_floor_seconds(solves.loaded),
     }
@@ -223,6 +230,24 @@ def compare_candidate(reference: dict, candidate: dict) -> dict:
     if "gavel_recorded_sim_s" in reference:
         out["speedup_vs_recorded_gavel"] = reference["gavel_recorded_sim_s"] / candidate["wall_s"]
     return out
+
+
+def python_loop(report: dict, reference: dict) -> None:
+    """The same point with the Python round loop: its time, and whether every result is the same."""
+    same = all(report[k] == reference[k] for k in ("status", "rounds", "resolves", "avg_jct_h", "makespan_h"))
+    report["python_loop"] = {
+        "wall_s": reference["wall_s"],
+        "mechanism_s": reference["mechanism_s"],
+        "identical": same,
+    }
+    recorded = recorded_gavel(report["point"])
+    if recorded is not None:
+        report["python_loop"]["speedup_vs_recorded_gavel"] = recorded["sim_s"] / reference["wall_s"]
+    print(
+        f"  round loop: {report['rounds_compiled']} of {report['rounds']} rounds compiled; mechanism "
+        f"{reference['mechanism_s']:.2f} s with the Python loop -> {report['mechanism_s']:.2f} s; "
+        f"results {'identical' if same else 'DIFFERENT'}"
+    )
 
 
 def describe(point: dict) -> str:
@@ -268,7 +293,11 @@ def main() -> None:
         "against #31's bounds; 'none' to skip (default simplex)",
     )
     parser.add_argument(
-        "--round-loop", default="python", choices=("python", "compiled"), help="the engine's round loop"
+        "--round-loop",
+        default="auto",
+        choices=("auto", "python", "compiled"),
+        help="the timed runs' round loop (default auto: compiled with numba); the Python loop also runs, "
+        "as the reference, unless this is python",
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "simulate.json"))
     args = parser.parse_args()
@@ -289,6 +318,8 @@ def main() -> None:
     others = [p for p in others if {k: p.get(k) for k in POINT_FIELDS} != {k: main_point.get(k) for k in POINT_FIELDS}]
 
     table = import_gavel(args.table)
+    if args.round_loop != "python":  # load (or compile) the compiled loop before anything is timed
+        run_point(table, {**main_point, "jobs": 5, "window": None}, [], round_loop=args.round_loop)
     reports = []
     for n, point in enumerate([main_point, *others]):
         report, problems = run_point(table, point, [], round_loop=args.round_loop)
@@ -298,6 +329,8 @@ def main() -> None:
             f"{report['resolves']} re-solves in {report['wall_s']:.2f} s  ->  {report['jobs_per_s']:.1f} jobs/s "
             f"(solver {report['solver_s']:.2f} s, mechanism {report['mechanism_s']:.2f} s)"
         )
+        if args.round_loop != "python":
+            python_loop(report, run_point(table, point, [], round_loop="python")[0])
         if n == 0:
             gavel_lower_bound(report, problems, args.gavel_samples)
         if "gavel_recorded_sim_s" in report:
@@ -311,7 +344,7 @@ def main() -> None:
                 f"->  at most {report['speedup_ceiling_same_answers']:.1f}x with these answers"
             )
         if args.candidate != "none":
-            candidate, _ = run_point(table, point, [], method=args.candidate)
+            candidate, _ = run_point(table, point, [], method=args.candidate, round_loop=args.round_loop)
             check = compare_candidate(report, candidate)
             report["candidate"] = {k: v for k, v in candidate.items() if not k.startswith("_")} | check
             speedup = check.get("speedup_vs_recorded_gavel")

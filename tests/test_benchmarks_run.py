@@ -30,6 +30,9 @@ def test_bench_simulate_runs_its_main_point(tmp_path):
     (point,) = json.loads(out.read_text())["points"]
     assert point["status"] == "ok" and point["jobs_finished"] == 300
     assert point["highs_runs"] > 0 and point["gavel_recorded_sim_s"] > 0  # the recorder saw the solves
+    # timed with the compiled round loop (numba is a test dependency), checked against the Python loop
+    assert point["round_loop"] == "auto" and point["rounds_compiled"] == point["rounds"]
+    assert point["python_loop"]["identical"] is True and point["python_loop"]["wall_s"] > 0
     # the simplex path ran side by side: the same jobs, the same LP optima, its deltas computed
     candidate = point["candidate"]
     assert candidate["solver_method"] == "simplex" and candidate["jobs_finished"] == 300

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +23,8 @@ from planner.rounds import compiled  # noqa: E402
 from planner.rounds.engine import Engine, EngineConfig, RoundBatch  # noqa: E402
 
 TABLE = DATA / "gavel" / "simulation_throughputs.json"
+# the points whose Gavel simulator times #31's speed target is measured against
+RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gavel_simulator_times.json"
 
 
 def simulate(loop: str, cluster: str, jobs: int, rate: float, seed: int, multi_gpu: bool = False, policy=None):
@@ -47,6 +51,37 @@ def test_compiled_rounds_reproduce_the_python_run(cluster, jobs, rate, seed, mul
     for key in ("rounds", "makespan_s", "jct_s", "utilisation", "lease_extensions", "lease_opportunities",
                 "resolves", "idle_after_finish_gpu_s"):  # fmt: skip
         assert py.metrics[key] == co.metrics[key], key
+
+
+def _recorded_points() -> list[dict]:
+    return json.loads(RECORDED.read_text())["points"]
+
+
+def _run_point(point: dict, loop: str):
+    table = import_gavel(TABLE)
+    gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
+    window = tuple(point["window"]) if point.get("window") else None
+    config = SimulationConfig(
+        policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window, round_loop=loop
+    )
+    workload = Workload(generator=gen, num_jobs=point.get("jobs"))
+    return run_simulation(table, parse_cluster(point["cluster"]), workload, config)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", range(len(_recorded_points())))
+def test_every_recorded_point_is_the_same_with_either_loop(n):
+    """#31: the fast path against the reference on every point bench_simulate.py times."""
+    point = _recorded_points()[n]
+    py, co = _run_point(point, "python"), _run_point(point, "compiled")
+    assert py.status == co.status == "ok"
+    assert py.jobs == co.jobs  # every job's arrival, finish, JCT and steps, exactly
+    for key in ("rounds", "makespan_s", "jct_s", "utilisation", "lease_extensions", "lease_opportunities",
+                "resolves", "idle_after_finish_gpu_s", "window_finished"):  # fmt: skip
+        assert py.metrics.get(key) == co.metrics.get(key), key
+    # the compiled loop really ran most of the rounds (a silent fallback would pass the checks above)
+    assert co.metrics["rounds_compiled"] > 0.9 * co.metrics["rounds"]
+    assert "rounds_compiled" not in py.metrics
 
 
 def _engine(loop: str) -> Engine:
@@ -285,3 +320,46 @@ def test_launcher_edits_between_compiled_calls_match_the_python_engine():
         assert _state(py) == _state(co)
     assert py.step() is None
     assert edits == 4 and _state(py) == _state(co)
+
+
+def _simulate_cli(tmp_path, *extra: str):
+    from typer.testing import CliRunner
+
+    from planner.cli import app
+
+    args = ["simulate", "-t", str(TABLE), "-c", "4:4:4", "--num-jobs", "12", "--rate", "0.8", "--gavel-compat"]
+    return CliRunner().invoke(app, [*args, "-o", str(tmp_path / "sim"), "--json", *extra])
+
+
+def test_the_cli_runs_either_loop_with_the_same_summary(tmp_path):
+    runs = {}
+    for loop in ("python", "compiled", "auto"):
+        result = _simulate_cli(tmp_path / loop, "--round-loop", loop)
+        assert result.exit_code == 0, result.output
+        runs[loop] = json.loads((tmp_path / loop / "sim" / "summary.json").read_text())
+    for loop in ("compiled", "auto"):
+        assert runs[loop]["metrics"]["rounds_compiled"] > 0  # numba is installed: auto compiles
+        for key in ("rounds", "jct_s", "makespan_s", "utilisation"):
+            assert runs[loop]["metrics"][key] == runs["python"]["metrics"][key], key
+    assert runs["python"]["config"]["round_loop"] == "python" and "round_loop" not in runs["auto"]["config"]
+
+
+def test_the_cli_refuses_an_unknown_loop_and_compiled_without_numba(tmp_path, monkeypatch):
+    result = _simulate_cli(tmp_path, "--round-loop", "fast")
+    assert result.exit_code == 2 and "unknown round loop 'fast'" in result.output
+    import planner.cli.simulate as cli_simulate
+
+    monkeypatch.setattr(cli_simulate, "have_numba", lambda: False)
+    result = _simulate_cli(tmp_path, "--round-loop", "compiled")
+    assert result.exit_code == 2 and "needs numba" in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "sim").exists()
+
+
+def test_auto_falls_back_to_the_python_loop_without_numba(monkeypatch):
+    import planner.modes.simulate as modes_simulate
+
+    monkeypatch.setattr(modes_simulate, "have_numba", lambda: False)
+    assert SimulationConfig(gavel_compat=True).engine_round_loop() == "python"
+    assert SimulationConfig(gavel_compat=True, round_loop="python").engine_round_loop() == "python"
+    with pytest.raises(ValueError, match="unknown round loop"):
+        SimulationConfig(round_loop="numba").engine_round_loop()

@@ -184,9 +184,6 @@ class BooksUsage:
                 books.held[r, w] = True
             books.idle[0] += (end - last) * gpus
 
-    def add_batch(self, batch: RoundBatch, outcomes: Mapping[str, JobOutcome]) -> None:
-        """Nothing to add: the compiled call has added the batch's rounds."""
-
     @property
     def idle_after_finish_gpu_s(self) -> float:
         return float(self.books.idle[0])

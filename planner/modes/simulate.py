@@ -33,10 +33,12 @@ from planner.modes.tenants import refuse_barred, tenant_summary
 from planner.policies import make_cluster_policy
 from planner.policies.base import Policy
 from planner.policies.lp import DEFAULT_METHOD
+from planner.rounds.compiled import have_numba
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundBatch, RoundRecord
 from planner.rounds.restart import charged_restarts
 
 GAVEL_RESOLVE_INTERVAL_S = 1920.0
+ROUND_LOOPS = ("auto", "python", "compiled")
 OFFERED_LOAD_SAMPLE = 2000
 
 
@@ -64,7 +66,18 @@ class SimulationConfig:
     max_time_s: float | None = None  # --max-hours: stop ("time_limit") when the window is unfinished by then
     restart_cost_s: float | None = None  # --restart-cost: every (re)start costs this (None: table, cluster, 0)
     migration_aware: bool = False  # keep jobs on their worker type when a move does not pay
-    round_loop: str = "python"  # "compiled": planner.rounds.compiled where the case allows it
+    # "auto": the compiled round loop where numba is installed and the case allows it (identical
+    # results, see planner.rounds.compiled); "python": always the reference loop; "compiled": as
+    # auto, but numba must be there (the CLI refuses the option without it).
+    round_loop: str = "auto"
+
+    def engine_round_loop(self) -> str:
+        """The engine's round loop for this run: "compiled" or "python"."""
+        if self.round_loop not in ROUND_LOOPS:
+            raise ValueError(f"unknown round loop {self.round_loop!r}; use one of {ROUND_LOOPS}")
+        if self.round_loop == "auto":
+            return "compiled" if have_numba() else "python"
+        return self.round_loop
 
     def engine_config(self, policy: Policy) -> EngineConfig:
         if self.gavel_compat:
@@ -77,7 +90,7 @@ class SimulationConfig:
                 type_order=GAVEL_TYPE_ORDER,
                 keep_rounds=False,
                 gavel_compat=True,
-                round_loop=self.round_loop,
+                round_loop=self.engine_round_loop(),
             )
         return EngineConfig(
             round_s=self.round_s,
@@ -405,6 +418,8 @@ def run_simulation(
     metrics["window"] = [start, end if end is not None else start + (watch.size or 0)]
     metrics["window_finished"] = watch.done
     metrics["idle_after_finish_gpu_s"] = usage.idle_after_finish_gpu_s
+    if compiled:  # how many of the rounds the compiled loop ran (the rest: the Python step)
+        metrics["rounds_compiled"] = engine.compiled_stats["rounds"]
     if cluster.tenants is not None or any(r["entity"] is not None for r in rows):
         metrics["tenants"] = tenant_summary(rows, usage.job_gpu_s, cluster.tenants, end_s=end_time)
     if status != "ok":
@@ -439,8 +454,7 @@ def _step(
         if item is None:
             break
         if isinstance(item, RoundBatch):
-            leases.add_batch(item, engine.outcomes)
-            usage.add_batch(item, engine.outcomes)
+            leases.add_batch(item, engine.outcomes)  # (the compiled call booked its GPU usage itself)
             if watch.count_finished_jobs(item.finished, float(item.ends[-1])):
                 break
         else:
@@ -507,7 +521,7 @@ def recorded_config(config: SimulationConfig) -> dict[str, Any]:
     """The configuration as the summary records it; the restart options only when given
     (a run without them records what it always did)."""
     cfg = asdict(config)
-    for key, default in (("restart_cost_s", None), ("migration_aware", False), ("round_loop", "python")):
+    for key, default in (("restart_cost_s", None), ("migration_aware", False), ("round_loop", "auto")):
         if cfg[key] == default:
             del cfg[key]
     return cfg

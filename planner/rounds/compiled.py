@@ -13,17 +13,11 @@ quotas, no restart costs, not migration-aware, a fixed worker-type visiting orde
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
-
-try:
-    import numba
-
-    HAVE_NUMBA = True
-except ImportError:  # numba is optional: the Python round loop is the reference
-    numba = None
-    HAVE_NUMBA = False
 
 UNSERVED_PRIORITY = 1e9  # planner.rounds.mechanism.UNSERVED_PRIORITY
 
@@ -370,7 +364,29 @@ class CompiledBooks:
             self.outcome = np.concatenate([self.outcome, np.empty(grow, dtype=object)])
 
 
-if HAVE_NUMBA:
-    run_rounds = numba.njit(cache=True, nogil=True)(_run_rounds)
-else:  # pragma: no cover - the caller checks HAVE_NUMBA
-    run_rounds = _run_rounds
+@functools.cache
+def have_numba() -> bool:
+    """Whether numba (the `fast` extra) imports here. Asked only when a simulation could use the
+    compiled loop: importing numba takes a quarter of a second, which no other command should pay."""
+    try:
+        import numba  # noqa: F401
+    except Exception:  # absent, or built for another numpy: the Python round loop is the reference
+        return False
+    return True
+
+
+@functools.cache
+def _kernel() -> Callable:
+    """`_run_rounds` compiled: once per machine (about 3 s), then loaded from numba's cache
+    (next to this file, or the user's cache folder when that is read-only)."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, nogil=True)(_run_rounds)
+    except RuntimeError:  # no writable cache location at all: compile in every process instead
+        return numba.njit(nogil=True)(_run_rounds)
+
+
+def run_rounds(*args):
+    """`_run_rounds`, compiled (the caller has checked `have_numba()`)."""
+    return _kernel()(*args)

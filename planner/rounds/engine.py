@@ -710,7 +710,7 @@ class Engine:
         """Whether `planner.rounds.compiled` can run this engine's rounds (checked per run; the
         per-entry conditions, 1 GPU and no pairs, are checked before each compiled call)."""
         config, tenants = self.config, self.cluster.tenants
-        if not compiled_rounds.HAVE_NUMBA:
+        if not compiled_rounds.have_numba():
             return False
         fixed = config.visit_order in ("fastest", "spec") or (config.visit_order == "gavel" and self.policy.perf_aware)
         return (
