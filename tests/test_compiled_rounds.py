@@ -16,6 +16,7 @@ from conftest import DATA  # noqa: E402
 
 from planner.formats.cluster import parse_cluster  # noqa: E402
 from planner.formats.gavel_json import import_gavel  # noqa: E402
+from planner.formats.inputs import load_cluster  # noqa: E402
 from planner.modes.generator import GeneratorConfig, JobGenerator  # noqa: E402
 from planner.modes.simulate import SimulationConfig, Workload, run_simulation  # noqa: E402
 from planner.policies import make_cluster_policy  # noqa: E402
@@ -51,6 +52,54 @@ def test_compiled_rounds_reproduce_the_python_run(cluster, jobs, rate, seed, mul
     for key in ("rounds", "makespan_s", "jct_s", "utilisation", "lease_extensions", "lease_opportunities",
                 "resolves", "idle_after_finish_gpu_s"):  # fmt: skip
         assert py.metrics[key] == co.metrics[key], key
+
+
+@pytest.mark.parametrize(
+    "jobs, rate, limits, status, compiled_before",
+    [
+        (40, 0.0, {"max_active_jobs": 20}, "saturated", False),  # static: 40 jobs admitted at once, cap 20
+        (60, 0.6, {"max_active_jobs": 6}, "saturated", True),  # arrivals push the count over the cap later
+        (40, 0.0, {"max_time_s": 5 * 3600.0}, "time_limit", True),
+    ],
+)
+def test_runs_that_stop_early_stop_on_the_same_round(jobs, rate, limits, status, compiled_before):
+    """The Python loop checks the watch after every round; a compiled batch must not run past
+    the round where that check stops the run (a cap on active jobs is passed after admission)."""
+    table = import_gavel(TABLE)
+    runs = []
+    for loop in ("python", "compiled"):
+        gen = JobGenerator(table, GeneratorConfig(seed=2, rate_per_hour=rate))
+        config = SimulationConfig(gavel_compat=True, round_loop=loop, **limits)
+        runs.append(run_simulation(table, parse_cluster("4:4:4"), Workload(generator=gen, num_jobs=jobs), config))
+    py, co = runs
+    assert py.status == co.status == status
+    assert py.reason == co.reason
+    assert py.jobs == co.jobs
+    for key in ("rounds", "makespan_s", "censored_jct", "lease_extensions", "lease_opportunities", "utilisation"):
+        assert py.metrics.get(key) == co.metrics.get(key), key
+    assert (co.metrics["rounds_compiled"] > 0) == compiled_before  # batches ran before the stop
+
+
+def test_tenant_summaries_are_the_same_with_either_loop(tmp_path):
+    """Tenants with weights (no quotas: the compiled loop runs): the per-tenant GPU time is
+    summed and listed in one order whichever loop booked it."""
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(
+        "worker_types:\n  k80: {gpus: 4}\n  p100: {gpus: 4}\n  v100: {gpus: 4}\n"
+        "tenants:\n  vision: {weight: 2}\n  nlp: {weight: 1}\n  rl: {weight: 1}\n"
+    )
+    table = import_gavel(TABLE)
+    gen = iter(JobGenerator(table, GeneratorConfig(seed=4, rate_per_hour=1.0)))
+    entities = ("vision", "nlp", "rl")
+    jobs = [dataclasses.replace(next(gen), entity=entities[i % 3]) for i in range(40)]
+    runs = []
+    for loop in ("python", "compiled"):
+        config = SimulationConfig(gavel_compat=True, round_loop=loop)
+        runs.append(run_simulation(table, load_cluster(cluster), Workload(jobs=list(jobs)), config))
+    py, co = runs
+    assert py.status == co.status == "ok" and co.metrics["rounds_compiled"] > 0
+    assert json.dumps(py.metrics["tenants"]) == json.dumps(co.metrics["tenants"])  # values and key order
+    assert py.jobs == co.jobs
 
 
 def _recorded_points() -> list[dict]:
@@ -347,8 +396,14 @@ def test_the_cli_runs_either_loop_with_the_same_summary(tmp_path):
 def test_the_cli_refuses_an_unknown_loop_and_compiled_without_numba(tmp_path, monkeypatch):
     result = _simulate_cli(tmp_path, "--round-loop", "fast")
     assert result.exit_code == 2 and "unknown round loop 'fast'" in result.output
-    import planner.cli.simulate as cli_simulate
+    from typer.testing import CliRunner
 
+    import planner.cli.simulate as cli_simulate
+    from planner.cli import app
+
+    result = CliRunner().invoke(app, ["simulate", "-t", str(TABLE), "-c", "4:4:4", "-n", "5", "--round-loop",
+                                      "compiled", "-o", str(tmp_path / "sim")])  # fmt: skip
+    assert result.exit_code == 2 and "Gavel-compat simulations only" in " ".join(result.output.split())
     monkeypatch.setattr(cli_simulate, "have_numba", lambda: False)
     result = _simulate_cli(tmp_path, "--round-loop", "compiled")
     assert result.exit_code == 2 and "needs numba" in " ".join(result.output.split()), result.output
@@ -363,3 +418,24 @@ def test_auto_falls_back_to_the_python_loop_without_numba(monkeypatch):
     assert SimulationConfig(gavel_compat=True, round_loop="python").engine_round_loop() == "python"
     with pytest.raises(ValueError, match="unknown round loop"):
         SimulationConfig(round_loop="numba").engine_round_loop()
+
+
+def test_a_failed_compile_turns_the_loop_off_with_python_results(monkeypatch):
+    """numba refusing the kernel (another release, an unwritable cache) must not end the run:
+    one warning, then the Python loop, from a state the failed call did not touch."""
+
+    class Refusing:
+        signatures: list = []
+
+        def compile(self, signature):
+            raise OSError("cache folder is read-only")
+
+    monkeypatch.setattr(compiled, "_kernel", lambda: Refusing())
+    monkeypatch.setattr(compiled, "_OFF", [])
+    with pytest.warns(RuntimeWarning, match="compiled round loop is off .OSError: cache folder is read-only"):
+        co = simulate("compiled", "4:4:4", 20, 0.8, 1)
+    assert compiled.available() is False
+    monkeypatch.setattr(compiled, "_OFF", [])
+    py = simulate("python", "4:4:4", 20, 0.8, 1)
+    assert co.status == py.status == "ok" and co.jobs == py.jobs
+    assert co.metrics["rounds_compiled"] == 0 and co.metrics["rounds"] == py.metrics["rounds"]

@@ -51,7 +51,7 @@ INCOMPLETE_EXIT = 3  # the run ended before its jobs were done: its summary is w
 INTERRUPTED_EXIT = 130  # Ctrl-C, as a shell reports it
 
 
-def check_round_loop(round_loop: str) -> None:
+def check_round_loop(round_loop: str, gavel_compat: bool) -> None:
     if round_loop not in ROUND_LOOPS:
         raise InputError(
             f"unknown round loop {round_loop!r}; use one of {', '.join(ROUND_LOOPS)}", field="--round-loop"
@@ -59,6 +59,11 @@ def check_round_loop(round_loop: str) -> None:
     if round_loop == "compiled" and not have_numba():
         raise InputError(
             "the compiled round loop needs numba: pip install 'rota[fast]' (or use --round-loop auto)",
+            field="--round-loop",
+        )
+    if round_loop == "compiled" and not gavel_compat:
+        raise InputError(
+            "the compiled round loop runs Gavel-compat simulations only: add --gavel-compat, or use --round-loop auto",
             field="--round-loop",
         )
 
@@ -263,8 +268,9 @@ def simulate_command(
         "auto",
         "--round-loop",
         help="auto: with --gavel-compat, run the rounds between two events compiled when numba is "
-        "installed (pip install 'rota[fast]'; the same results, 2-3x less time outside the solver); "
-        "python: always the reference loop; compiled: as auto, and refuse to run without numba.",
+        "installed (pip install 'rota\\[fast]'; the same results, 2-3x less time outside the solver); "
+        "python: always the reference loop; compiled: as auto, and refuse to run without numba or "
+        "--gavel-compat. Sweeps, compare and capacity use auto.",
     ),
     with_rho: bool = typer.Option(
         False, "--rho", help="Also run 'isolated' on the same trace for rho = JCT / JCT_isolated."
@@ -291,7 +297,7 @@ def simulate_command(
 
     round_choice = parse_round_length(round_length)
     check_method(method)
-    check_round_loop(round_loop)
+    check_round_loop(round_loop, gavel_compat)
     check_rate(rate, field="--rate")
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)

@@ -308,6 +308,10 @@ class _WindowWatch:
             self.size = _window_total(self.workload, self.start)
         return self.size is not None and self.done >= self.size
 
+    def over_active_limit(self) -> bool:
+        """More jobs in the system than --max-active: the run stops after the next round."""
+        return len(self.engine.active) > self.max_active
+
     def saturation(self, now: float, active: int) -> tuple[str, str] | None:
         """(status, reason) when the run should stop early ("saturated" or "time_limit"), or None."""
         if self.end is not None and len(self.arrivals) < 2:
@@ -448,7 +452,7 @@ def _step(
         if compiled:
             # a batch ends after the round that passes a time limit, where the watch stops the run
             limits = [s for s in (watch.max_time_s, watch.limit_s) if s is not None]
-            item = engine.step_many(min(limits, default=math.inf))
+            item = engine.step_many(min(limits, default=math.inf), watch.over_active_limit)
         else:
             item = engine.step()
         if item is None:

@@ -180,7 +180,9 @@ def _received(group: list[JobRow | Mapping[str, Any]], gpu_seconds: GpuSeconds) 
         items = got.items() if isinstance(got, Mapping) else [("all", got)]
         for w, s in items:
             by_type[w] = by_type.get(w, 0.0) + float(s)
-    return by_type, typed
+    # by name: the order (and so the total, summed in it) must not depend on which type a job
+    # happened to be placed on first, nor on the round loop that booked it
+    return dict(sorted(by_type.items())), typed
 
 
 def _use(gpus: float, quota: float) -> float | None:

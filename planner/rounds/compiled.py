@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+import warnings
+from typing import Any
 
 import numpy as np
 
@@ -376,9 +377,9 @@ def have_numba() -> bool:
 
 
 @functools.cache
-def _kernel() -> Callable:
+def _kernel() -> Any:
     """`_run_rounds` compiled: once per machine (about 3 s), then loaded from numba's cache
-    (next to this file, or the user's cache folder when that is read-only)."""
+    (NUMBA_CACHE_DIR, else next to this file, else the user's cache folder)."""
     import numba
 
     try:
@@ -387,6 +388,33 @@ def _kernel() -> Callable:
         return numba.njit(nogil=True)(_run_rounds)
 
 
-def run_rounds(*args):
-    """`_run_rounds`, compiled (the caller has checked `have_numba()`)."""
-    return _kernel()(*args)
+_OFF: list[str] = []  # why the compiled loop is off in this process (numba failed to compile it)
+
+
+def available() -> bool:
+    """Whether the compiled loop can run here: numba imports, and compiling did not fail."""
+    return not _OFF and have_numba()
+
+
+def run_rounds(*args) -> tuple[int, int] | None:
+    """`_run_rounds`, compiled; None when numba cannot compile it (the caller runs the Python
+    step, with the same results). The first call compiles, or loads from the cache, for these
+    argument types before running anything, so that a failure there (a numba release that
+    rejects the code, a cache that cannot be written) has changed no state."""
+    if _OFF:
+        return None
+    try:
+        kernel = _kernel()
+        if not kernel.signatures:
+            import numba
+
+            kernel.compile(tuple(numba.typeof(a) for a in args))
+    except Exception as exc:  # numba's own errors vary by release: any failure turns the loop off
+        _OFF.append(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        warnings.warn(
+            f"rota: the compiled round loop is off ({_OFF[0]}); the Python loop runs instead, with the same results",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    return kernel(*args)

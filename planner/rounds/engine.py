@@ -576,15 +576,21 @@ class Engine:
     def step(self) -> RoundRecord | None:
         return self._step(None)  # type: ignore[return-value]  # None: never a batch
 
-    def step_many(self, until_s: float = math.inf) -> RoundRecord | RoundBatch | None:
+    def step_many(
+        self, until_s: float = math.inf, one_round: Callable[[], bool] | None = None
+    ) -> RoundRecord | RoundBatch | None:
         """`step`, except that with `config.round_loop == "compiled"`, where the case allows it,
         the rounds up to the next event (a job finishing, an arrival, a re-solve due, a round
-        ending after `until_s`) run in one compiled call and come back as one RoundBatch."""
+        ending after `until_s`) run in one compiled call and come back as one RoundBatch.
+        `one_round`, asked after the new jobs are admitted: when it says so, only one round
+        runs (a caller that stops on the number of active jobs checks after every round)."""
         if self.config.round_loop != "compiled" or not self._compiled_case():
             return self.step()
-        return self._step(until_s)
+        return self._step(until_s, one_round)
 
-    def _step(self, until_s: float | None) -> RoundRecord | RoundBatch | None:
+    def _step(
+        self, until_s: float | None, one_round: Callable[[], bool] | None = None
+    ) -> RoundRecord | RoundBatch | None:
         config, mech = self.config, self.mech
         compat = config.gavel_compat
         while True:
@@ -605,7 +611,7 @@ class Engine:
                 self._resolve()
             if self._entries_version != mech.version:
                 self._refresh_entry_caches()
-            if until_s is not None and not mech._pairs:
+            if until_s is not None and not mech._pairs and not (one_round is not None and one_round()):
                 batch = self._compiled_rounds(until_s)
                 if batch is not None:
                     return batch
@@ -710,7 +716,7 @@ class Engine:
         """Whether `planner.rounds.compiled` can run this engine's rounds (checked per run; the
         per-entry conditions, 1 GPU and no pairs, are checked before each compiled call)."""
         config, tenants = self.config, self.cluster.tenants
-        if not compiled_rounds.have_numba():
+        if not compiled_rounds.available():
             return False
         fixed = config.visit_order in ("fastest", "spec") or (config.visit_order == "gavel" and self.policy.perf_aware)
         return (
@@ -810,10 +816,8 @@ class Engine:
         mech, config = self.mech, self.config
         keys = mech.keys
         n = len(keys)
-        if n == 0:
-            return None
-        arrays = self._compiled_arrays()
-        if arrays is None:
+        arrays = self._compiled_arrays() if n else None
+        if arrays is None:  # no entries, or one that is not a single-GPU job
             return None
         entry_outcomes, rates, total, has_alloc, alloc, jn = arrays
         outcomes, types = self.outcomes, self.types
@@ -831,7 +835,7 @@ class Engine:
         finished = np.zeros(n, dtype=bool)
         last_reset = math.nan if mech.last_reset is None else mech.last_reset
         next_arrival = self.pending[0].arrival_s if self.pending else math.inf
-        k, stop = compiled_rounds.run_rounds(
+        ran = compiled_rounds.run_rounds(
             self._clock(), self._round_origin, float(config.round_s), float(last_reset),
             float(config.min_resolve_interval_s), bool(self.need_update), float(next_arrival), float(until_s),
             left, bool(self.policy.fifo),
@@ -841,6 +845,9 @@ class Engine:
             starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
             last_steps, last_is_int, last_finish, finished,
         )  # fmt: skip
+        if ran is None:  # numba could not compile the loop: this round, and the rest, in Python
+            return None
+        k, stop = ran
         stats = self.compiled_stats
         stats["calls"] += 1
         stats["stops"][stop] += 1
