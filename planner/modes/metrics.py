@@ -126,6 +126,18 @@ class LeaseCounter:
         return None if self.opportunities == 0 else self.extensions / self.opportunities
 
 
+def released_at(jobs: tuple[str, ...], start: float, end: float, outcomes: Mapping[str, JobOutcome]) -> float:
+    """When a placement's GPUs fall idle in a round [start, end]: its last member's finish, or the
+    round's end while a member runs on."""
+    last = start
+    for j in jobs:
+        finish = outcomes[j].finish_s
+        last = end if finish is None or finish > end else max(last, finish)
+        if last == end:
+            break
+    return last
+
+
 @dataclass
 class GpuUsage:
     """GPU-seconds each job held, and GPU-seconds that idled after a job finished mid-round.
@@ -143,12 +155,7 @@ class GpuUsage:
         start, end = record.start_s, record.end_s
         held = self.job_gpu_s
         for p in record.placements:
-            last = start
-            for j in p.jobs:
-                finish = outcomes[j].finish_s
-                last = end if finish is None or finish > end else max(last, finish)
-                if last == end:
-                    break
+            last = released_at(p.jobs, start, end, outcomes)
             gpus, w = len(p.gpus), p.worker_type
             share = (last - start) * gpus / len(p.jobs)
             for j in p.jobs:
@@ -171,12 +178,7 @@ class BooksUsage:
         start, end = record.start_s, record.end_s
         books = self.books
         for p in record.placements:
-            last = start
-            for j in p.jobs:
-                finish = outcomes[j].finish_s
-                last = end if finish is None or finish > end else max(last, finish)
-                if last == end:
-                    break
+            last = released_at(p.jobs, start, end, outcomes)
             gpus, w = len(p.gpus), self._type[p.worker_type]
             share = (last - start) * gpus / len(p.jobs)
             for r in books.numbers(list(p.jobs)).tolist():
