@@ -279,9 +279,8 @@ class Engine:
         self._lease_source: Callable | None = None  # the deferred leases the last compiled call left
         self._solo_table: list[list[float]] = []  # per job type number: steps/s per worker type
         self._solo_array = np.zeros((0, len(self.types)))
-        # compiled calls, batches they ran, rounds; calls per stop reason (planner.rounds.compiled.STOP_*)
-        self.compiled_stats: dict[str, Any] = {"calls": 0, "batches": 0, "rounds": 0, "stops": [0] * 7}
-        self.last_stop: int | None = None  # why the last compiled call stopped
+        # compiled calls, rounds they ran; calls per stop reason (planner.rounds.compiled.STOP_*)
+        self.compiled_stats: dict[str, Any] = {"calls": 0, "rounds": 0, "stops": [0] * 7}
         self.submit(list(jobs))
 
     # snapshot --------------------------------------------------------------
@@ -713,8 +712,9 @@ class Engine:
 
     # compiled rounds -------------------------------------------------------
     def _compiled_case(self) -> bool:
-        """Whether `planner.rounds.compiled` can run this engine's rounds (checked per run; the
-        per-entry conditions, 1 GPU and no pairs, are checked before each compiled call)."""
+        """Whether `planner.rounds.compiled` can run this engine's rounds (asked at every
+        `step_many`, a few attribute reads; the per-entry conditions, 1 GPU and no pairs, are
+        checked before each compiled call)."""
         config, tenants = self.config, self.cluster.tenants
         if not compiled_rounds.available():
             return False
@@ -851,10 +851,8 @@ class Engine:
         stats = self.compiled_stats
         stats["calls"] += 1
         stats["stops"][stop] += 1
-        self.last_stop = stop
         if k == 0:
             return None
-        stats["batches"] += 1
         stats["rounds"] += k
         # back into the engine: busy time, steps, the clock; the leases stay in `books` until read
         for j, w in enumerate(types):
