@@ -431,6 +431,7 @@ def test_a_failed_compile_turns_the_loop_off_with_python_results(monkeypatch):
             raise OSError("cache folder is read-only")
 
     monkeypatch.setattr(compiled, "_kernel", lambda: Refusing())
+    monkeypatch.setattr(compiled, "_READY", [])  # as in a fresh process: not compiled yet
     monkeypatch.setattr(compiled, "_OFF", [])
     with pytest.warns(RuntimeWarning, match="compiled round loop is off .OSError: cache folder is read-only"):
         co = simulate("compiled", "4:4:4", 20, 0.8, 1)

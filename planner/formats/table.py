@@ -332,6 +332,7 @@ class ThroughputTable:
         self._solo: dict[tuple[str, JobType], float] = {}
         self._pair: dict[tuple[str, JobType, JobType], float] = {}
         self._pair_dense: tuple[dict[JobType, int], dict[str, np.ndarray]] | None = None  # see pair_matrix
+        self._solo_rows: dict[tuple, tuple[float, ...]] = {}  # see solo_row
         for r in rows:
             usable = r["throughput"] if r["status"] in RUNNABLE_STATUSES else 0.0
             jt = JobType(r["model"], r["batch_size"], r["scale_factor"])
@@ -380,6 +381,15 @@ class ThroughputTable:
     def solo(self, worker_type: str, job_type: JobType) -> float:
         """Steps/s of the whole job alone; 0.0 when it cannot run or was not measured."""
         return self._solo.get((worker_type, job_type), 0.0)
+
+    def solo_row(self, worker_types: tuple[str, ...], job_type: JobType) -> tuple[float, ...]:
+        """`solo` on each of `worker_types`, kept for the next ask (the rows never change): a
+        simulation builds a problem at every re-solve from the same few job types."""
+        key = (worker_types, job_type.model, job_type.batch_size, job_type.scale_factor)  # hashes in C
+        row = self._solo_rows.get(key)
+        if row is None:
+            row = self._solo_rows[key] = tuple(self.solo(w, job_type) for w in worker_types)
+        return row
 
     def pair(self, worker_type: str, job_type: JobType, partner: JobType) -> tuple[float, float]:
         """(own, partner) steps/s when co-located; (0, 0) when absent or not runnable."""

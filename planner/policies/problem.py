@@ -86,18 +86,9 @@ def build_problem(
 ) -> Problem:
     names = cluster.names
     capacity = np.array([cluster.capacity(w) for w in names], dtype=float)
-    # One table lookup per job type, not per job. Keyed by the type's fields (what JobType
-    # equality compares): a tuple of a str and ints hashes in C, a JobType in Python.
-    rows: dict[tuple[str, int | None, int], list[float]] = {}
-    tput_rows = []
-    for job in jobs:
-        jt = job.job_type
-        fields = (jt.model, jt.batch_size, jt.scale_factor)
-        row = rows.get(fields)
-        if row is None:
-            row = rows[fields] = [table.solo(w, jt) for w in names]
-        tput_rows.append(row)
-    tput = np.array(tput_rows, dtype=float).reshape(len(jobs), len(names))
+    worker_types = tuple(names)
+    solo_row = table.solo_row  # one lookup per job type, kept by the table between problems
+    tput = np.array([solo_row(worker_types, job.job_type) for job in jobs], dtype=float).reshape(len(jobs), len(names))
     scale = np.array([job.scale_factor for job in jobs], dtype=float)
     # A job cannot run on a type with fewer GPUs than it needs.
     tput[scale[:, None] > capacity[None, :]] = 0.0

@@ -388,6 +388,7 @@ def _kernel() -> Any:
         return numba.njit(nogil=True)(_run_rounds)
 
 
+_READY: list[Any] = []  # the kernel, once compiled or loaded for the engine's argument types
 _OFF: list[str] = []  # why the compiled loop is off in this process (numba failed to compile it)
 
 
@@ -403,9 +404,12 @@ def run_rounds(*args) -> tuple[int, int] | None:
     rejects the code, a cache that cannot be written) has changed no state."""
     if _OFF:
         return None
+    kernel = _READY[0] if _READY else None
+    if kernel is not None:
+        return kernel(*args)
     try:
         kernel = _kernel()
-        if not kernel.signatures:
+        if not kernel.signatures:  # asked once: the property costs ~80 us, a tenth of a call
             import numba
 
             kernel.compile(tuple(numba.typeof(a) for a in args))
@@ -417,4 +421,5 @@ def run_rounds(*args) -> tuple[int, int] | None:
             stacklevel=2,
         )
         return None
+    _READY.append(kernel)
     return kernel(*args)
