@@ -19,7 +19,13 @@ from planner.cli.jobs import (
     SCALE_EFFICIENCY_OPTION,
 )
 from planner.cli.round_length import AUTO, parse_round_length
-from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite
+from planner.cli.simulate import (
+    MIGRATION_AWARE_OPTION,
+    RESTART_COST_OPTION,
+    REUSE_SOLVES_HELP,
+    REUSE_SOLVES_OPTION,
+    finite,
+)
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
 from planner.estimate.scaling import (
@@ -43,7 +49,7 @@ from planner.modes.collector import collector_paused
 from planner.modes.next_round import DEFAULT_POLICY, next_round, replayed_round
 from planner.modes.plan import PlanInputs, PlanOptions, plan_batch, restart_summary, schedule_files, write_plan_outputs
 from planner.modes.state import read_progress, read_state
-from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES, check_tenants
+from planner.policies import ENTITY_POLICIES, HIERARCHICAL_POLICIES, MAX_REUSE_LIMIT, check_reuse, check_tenants
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.text import duration
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -57,6 +63,13 @@ RESTART_COST_KEPT_OPTION = typer.Option(
     callback=finite,
     help="Seconds every (re)start of a job on new GPUs costs, kept in the state (default: the state's, "
     "else the table's startup/checkpoint columns, the cluster's restart_s or what reports taught, else 0).",
+)
+REUSE_SOLVES_KEPT_OPTION = typer.Option(
+    "--reuse-solves",
+    min=0,
+    max=MAX_REUSE_LIMIT,
+    metavar="N",
+    help=REUSE_SOLVES_HELP + "; kept in the state (default: the state's, else 0: off).",
 )
 MIGRATION_AWARE_KEPT_OPTION = typer.Option(
     "--migration-aware/--no-migration-aware",
@@ -119,6 +132,7 @@ def plan(
     no_aggregate: bool = typer.Option(
         False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."
     ),
+    reuse_solves: int = REUSE_SOLVES_OPTION,
     seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo, gandiva)."),
     gavel_compat: bool = typer.Option(
         False,
@@ -174,6 +188,7 @@ def plan(
             method=method,
             seed=seed,
             as_json=as_json,
+            reuse_solves=reuse_solves or None,  # not given: the state's
             restart_cost=restart_cost,
             migration_aware=migration_aware or None,  # not given: the state's
             strict_cells=strict_cells,
@@ -195,6 +210,7 @@ def plan(
     chosen_policy = policy or PlanOptions.policy
     entity_policies = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}
     check_entity_options(chosen_policy, entity_weights, entity_policy, entity_policies)
+    check_reuse(chosen_policy, reuse_solves)
     options = PlanOptions(
         policy=chosen_policy,
         round_s=round_length,
@@ -211,6 +227,7 @@ def plan(
         round_auto=round_s == AUTO,
         horizon_s=horizon_s,
         strict_cells=strict_cells,
+        reuse_solves=reuse_solves,
     )
     scaling = ScaleOptions(max_scale, scale_efficiency, strict_cells)
     planned_table, scaled, read = _estimate_scale_factors(table, jobs, cluster, scaling, scaled_table_path(out_path))
@@ -481,6 +498,7 @@ def plan_next_round_command(
     ] = None,
     method: Annotated[Optional[str], typer.Option("--solver-method", help="HiGHS method: ipm or simplex.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed for randomised policies (first call).")] = None,
+    reuse_solves: Annotated[Optional[int], REUSE_SOLVES_KEPT_OPTION] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     state_version: Annotated[
         Optional[int],
@@ -563,6 +581,7 @@ def plan_next_round_command(
             strict_cells,
             ScaleOptions(max_scale, scale_efficiency, strict_cells),
             scaled_table_path(target),
+            reuse_solves,
         )
         # One set: the round file (and CSV) first, the state last. A call cut short leaves the old
         # state, and a retry plans the same round again; the files carry one plan id.
@@ -602,6 +621,7 @@ def _plan_next(
     strict_cells=False,
     scaling: ScaleOptions | None = None,
     side: Path | None = None,
+    reuse_solves: int | None = None,
 ):
     table_path = table or state_input(saved and saved.get("inputs"), "table", state)
     cluster_path = cluster or state_input(saved and saved.get("inputs"), "cluster", state)
@@ -641,6 +661,9 @@ def _plan_next(
         options["method"] = method
     if seed is not None:
         options["seed"] = seed
+    if reuse_solves is not None:
+        check_reuse(policy or (document.policy.name if document is not None else DEFAULT_POLICY), reuse_solves)
+        options["reuse_solves"] = reuse_solves
     inputs = {"table": table_path, "cluster": cluster_path, **({"jobs": jobs} if jobs is not None else {})}
     result = next_round(
         thr,

@@ -43,6 +43,7 @@ from planner.modes.round_length import choose_for_simulation
 from planner.modes.simulate import ROUND_LOOPS, SimulationConfig, Workload, run_simulation
 from planner.modes.sweep import write_job_csv
 from planner.modes.tenants import tenant_table
+from planner.policies import MAX_REUSE_LIMIT, check_reuse
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.compiled import have_numba
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -89,6 +90,14 @@ RESTART_COST_OPTION = typer.Option(
     callback=finite,
     help="Seconds every (re)start of a job on new GPUs costs, overriding the table's "
     "startup/checkpoint columns and the cluster's restart_s (default: those, else 0).",
+)
+REUSE_SOLVES_HELP = (
+    "LAS (max_min_fairness, max_min_fairness_perf): while the set of job classes is the one last solved, "
+    "give every job its class's share from that solve again instead of solving, at most N times in a row. "
+    "Faster; the schedules move a little (docs/simulation.md, 'Speed'). Example: --reuse-solves 3"
+)
+REUSE_SOLVES_OPTION = typer.Option(
+    0, "--reuse-solves", min=0, max=MAX_REUSE_LIMIT, metavar="N", help=REUSE_SOLVES_HELP + " (default 0: off)."
 )
 STRICT_CELLS_OPTION = typer.Option(
     False,
@@ -272,6 +281,7 @@ def simulate_command(
         "python: always the reference loop; compiled: as auto, and refuse to run without numba or "
         "--gavel-compat. Sweeps, compare and capacity use auto.",
     ),
+    reuse_solves: int = REUSE_SOLVES_OPTION,
     with_rho: bool = typer.Option(
         False, "--rho", help="Also run 'isolated' on the same trace for rho = JCT / JCT_isolated."
     ),
@@ -298,6 +308,7 @@ def simulate_command(
     round_choice = parse_round_length(round_length)
     check_method(method)
     check_round_loop(round_loop, gavel_compat)
+    check_reuse(policy, reuse_solves)
     check_rate(rate, field="--rate")
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)
@@ -349,6 +360,7 @@ def simulate_command(
         restart_cost_s=restart_cost,
         migration_aware=migration_aware,
         round_loop=round_loop,
+        reuse_solves=reuse_solves,
     )
     if trace_jobs is not None and not as_json:
         warn_overload(workload(), thr, spec)

@@ -59,9 +59,10 @@ class PlanOptions:
     round_auto: bool = False  # --round-length auto: `round_s` is chosen from the jobs (modes/round_length.py)
     horizon_s: float | None = None  # --horizon: `rounds` is this many seconds of rounds, once round_s is known
     strict_cells: bool = False  # --strict-cells: a job type with no row on a worker type is an error
+    reuse_solves: int = 0  # --reuse-solves: LAS reuses its last solve this many times in a row at most
 
     def recorded(self) -> dict[str, Any]:
-        """The options as the schedule file records them (restart options only when given)."""
+        """The options as the schedule file records them (restart options and reuse only when given)."""
         restart: dict[str, Any] = {}
         if self.restart_cost_s is not None:
             restart["restart_cost_s"] = self.restart_cost_s
@@ -69,6 +70,8 @@ class PlanOptions:
             restart["migration_aware"] = True
         if self.round_auto:
             restart["round_length"] = "auto"  # round_s is what auto chose
+        if self.reuse_solves:
+            restart["reuse_solves"] = self.reuse_solves
         return {
             "solver_method": self.method,
             "aggregate": self.aggregate,
@@ -131,6 +134,7 @@ def plan_batch(
         gavel_compat=options.gavel_compat,
         entity_weights=options.entity_weights,
         entity_policies=options.entity_policies,
+        reuse_solves=options.reuse_solves,
     )
     restart = charged_restarts(table, cluster, options.restart_cost_s, options.migration_aware, options.gavel_compat)
     config = EngineConfig(round_s=options.round_s)
@@ -150,6 +154,7 @@ def plan_batch(
                 gavel_compat=options.gavel_compat,
                 entity_weights=options.entity_weights,
                 entity_policies=dict(options.entity_policies),
+                reuse_solves=options.reuse_solves,
             ),
             engine=config,
         )

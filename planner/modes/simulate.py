@@ -31,7 +31,7 @@ from planner.modes.generator import JobGenerator
 from planner.modes.metrics import BooksUsage, GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
 from planner.modes.tenants import refuse_barred, tenant_summary
 from planner.policies import make_cluster_policy
-from planner.policies.base import Policy
+from planner.policies.base import Policy, Status
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.compiled import have_numba
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, RoundBatch, RoundRecord
@@ -70,6 +70,9 @@ class SimulationConfig:
     # results, see planner.rounds.compiled); "python": always the reference loop; "compiled": as
     # auto, but numba must be there (the CLI refuses the option without it).
     round_loop: str = "auto"
+    # LAS only: give the last solve's shares again, at most this many times in a row, while the
+    # set of job classes is unchanged (planner/policies/reuse.py); 0: solve every time.
+    reuse_solves: int = 0
 
     def engine_round_loop(self) -> str:
         """The engine's round loop for this run: "compiled" or "python"."""
@@ -387,6 +390,7 @@ def run_simulation(
         aggregate=config.aggregate,
         seed=config.seed,
         gavel_compat=config.gavel_compat,
+        reuse_solves=config.reuse_solves,
     )
     engine_config = config.engine_config(policy)
     feed = _Feed(workload.stream(), table, cluster)
@@ -525,7 +529,8 @@ def recorded_config(config: SimulationConfig) -> dict[str, Any]:
     """The configuration as the summary records it; the restart options only when given
     (a run without them records what it always did)."""
     cfg = asdict(config)
-    for key, default in (("restart_cost_s", None), ("migration_aware", False), ("round_loop", "auto")):
+    optional = (("restart_cost_s", None), ("migration_aware", False), ("round_loop", "auto"), ("reuse_solves", 0))
+    for key, default in optional:
         if cfg[key] == default:
             del cfg[key]
     return cfg
@@ -562,6 +567,8 @@ def _metrics(
         "wall_s": wall_s,
         "jobs_per_wall_s": (finished / wall_s) if wall_s > 0 else None,
     }
+    if getattr(engine.policy, "reuse_limit", None) is not None:  # --reuse-solves: re-solves given without a solve
+        metrics["resolves_reused"] = sum(s.allocation.status == Status.REUSED for s in solves)
     in_window = [r for r in rows if r["in_window"] and r["jct_s"] is not None]
     high = [r["jct_s"] for r in in_window if r["priority_weight"] != 1.0]
     if high:

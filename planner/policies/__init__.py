@@ -17,6 +17,7 @@ from planner.policies.lp import DEFAULT_METHOD
 from planner.policies.makespan import MinTotalDuration
 from planner.policies.max_min_fairness import MaxMinFairness
 from planner.policies.max_sum_throughput import MaxSumThroughput
+from planner.policies.reuse import MAX_REUSE_LIMIT, ReusingMaxMinFairness
 from planner.policies.water_filling import ENTITY_POLICIES, WaterFilling
 
 
@@ -29,10 +30,16 @@ class PolicyOptions:
     allox_alpha: float = 1.0
     entity_weights: dict[str, float] | None = None
     entity_policies: dict[str, str] = field(default_factory=dict)
+    reuse_solves: int = 0  # LAS: reuse the last solve up to this many times in a row (policies/reuse.py)
 
 
 def _las(**fixed) -> Callable[[PolicyOptions], Policy]:
-    return lambda o: MaxMinFairness(method=o.method, aggregate=o.aggregate, **fixed)
+    def make(o: PolicyOptions) -> Policy:
+        if o.reuse_solves and not fixed.get("packed"):  # REUSE_POLICIES: the last solve, reused
+            return ReusingMaxMinFairness(method=o.method, aggregate=o.aggregate, reuse_limit=o.reuse_solves, **fixed)
+        return MaxMinFairness(method=o.method, aggregate=o.aggregate, **fixed)
+
+    return make
 
 
 def _lp(cls, **fixed) -> Callable[[PolicyOptions], Policy]:
@@ -158,6 +165,9 @@ POLICY_NAMES = list(REGISTRY)
 # The policies that read entity weights and per-entity policies (multi-level fairness).
 HIERARCHICAL_POLICIES = tuple(name for name in REGISTRY if name.startswith("max_min_fairness_water_filling"))
 
+# The policies that can reuse their last solve while the job classes stay (--reuse-solves).
+REUSE_POLICIES = ("max_min_fairness", "max_min_fairness_perf")
+
 
 # The policies that honour tenant quotas (docs/tenants.md): the unpacked LP policies, whose
 # allocation space carries the quota rows (space.py). The others refuse a cluster with quotas:
@@ -218,7 +228,21 @@ def make_policy(name: str, options: PolicyOptions | None = None, **overrides) ->
     options = options or PolicyOptions()
     if overrides:
         options = PolicyOptions(**{**options.__dict__, **overrides})
-    return REGISTRY[name][0](options)
+    return REGISTRY[name][0](options)  # reuse_solves: read by the LAS factories only (check_reuse)
+
+
+def check_reuse(name: str, reuse_solves: int) -> None:
+    """InputError (one line) for a --reuse-solves out of range or with a policy that has no reuse."""
+    if isinstance(reuse_solves, bool) or not isinstance(reuse_solves, int) or not 0 <= reuse_solves <= MAX_REUSE_LIMIT:
+        raise InputError(
+            f"--reuse-solves must be a whole number from 0 to {MAX_REUSE_LIMIT}, not {reuse_solves!r}",
+            field="reuse_solves",
+        )
+    if reuse_solves and name not in REUSE_POLICIES:
+        raise InputError(
+            f"--reuse-solves applies to {' and '.join(REUSE_POLICIES)}, not to {name!r}; leave it at 0",
+            field="reuse_solves",
+        )
 
 
 __all__ = [
@@ -229,6 +253,9 @@ __all__ = [
     "HIERARCHICAL_POLICIES",
     "ENTITY_POLICIES",
     "QUOTA_POLICIES",
+    "REUSE_POLICIES",
+    "MAX_REUSE_LIMIT",
+    "check_reuse",
     "check_tenants",
     "make_cluster_policy",
     "make_policy",

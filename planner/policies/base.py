@@ -22,6 +22,7 @@ class Status(StrEnum):
     FALLBACK_ISOLATED = "fallback: isolated"
     SLOS_DROPPED = "optimal (SLOs infeasible, dropped)"
     RESTORED = "restored"
+    REUSED = "reused"  # the last solve's shares, its job classes unchanged (policies/reuse.py)
 
 
 @dataclass
