@@ -7,9 +7,12 @@ makes, and runs every point bench_simulate.py times (Gavel-compat LAS-perf) twic
 it (the reference) and with the reuse. It prints, per variant and point, the change in average
 JCT and makespan against #31's bounds (0.5 % and 1 %) and how many solves were skipped.
 Variants: `any` (reuse whenever the class set is unchanged) and `rowN` (at most N reuses in a
-row; the next change re-solves).
+row; the next change re-solves). Both give a class that grew since the solve the same share per
+member, so a worker type may be asked for more GPUs than it has (the round mechanism places by
+priority, as ever). `rowN-scaled` keeps the shares feasible instead: a class that grew from s to
+s' members gives each member s/s' of its share (the class keeps the GPU time the solve gave it).
 
-    python benchmarks/bench_reuse_classes.py [--variants any,row1,row2,row3] [--quick] [--out FILE]
+    python benchmarks/bench_reuse_classes.py [--variants any,row1,row2,row3,row3-scaled] [--quick] [--out FILE]
 
 --quick: the smallest recorded point only (8:8:8, 100 jobs).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -44,21 +48,25 @@ class Reuse:
     """The wrapped allocate: reuse the last solve while the class set is unchanged, at most
     `limit` times in a row (None: no limit)."""
 
-    def __init__(self, limit: int | None):
+    def __init__(self, limit: int | None, scaled: bool = False):
         self.limit, self.last, self.in_row, self.solved, self.skipped = limit, None, 0, 0, 0
+        self.scaled = scaled
 
     def allocate(self, policy, problem) -> Allocation:
         if problem.n_jobs == 0:
             return SOLVE(policy, problem)
         seen, _ = mmf.seen_throughput(problem, policy.perf_aware or policy.packed)
         rows = [tuple(r) for r in np.hstack([seen, problem.scale[:, None], problem.weight[:, None]]).tolist()]
-        classes = frozenset(rows)
+        classes = Counter(rows)  # class -> members
         room = self.limit is None or self.in_row < self.limit
-        if self.last is not None and self.last[0] == classes and room:
+        if self.last is not None and self.last[0].keys() == classes.keys() and room:
             self.in_row += 1
             self.skipped += 1
-            share, before = self.last[1], self.last[2]
-            x = np.array([share[r] for r in rows])
+            solved, share, before = self.last
+            if self.scaled:  # a class that grew keeps its GPU time: each member gets less
+                x = np.array([share[r] * min(1.0, solved[r] / classes[r]) for r in rows])
+            else:
+                x = np.array([share[r] for r in rows])
             return Allocation(
                 x, objective=before.objective, status=before.status, solver=before.solver, n_classes=before.n_classes
             )
@@ -89,7 +97,7 @@ def run(table, point: dict, reuse: Reuse | None) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", default="any,row1,row2,row3")
+    parser.add_argument("--variants", default="any,row1,row2,row3,row3-scaled")
     parser.add_argument("--quick", action="store_true", help="the 100-job point only")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reuse_classes.json"))
     args = parser.parse_args()
@@ -103,7 +111,8 @@ def main() -> None:
         jct, span = run(table, point, None)
         entry = {"point": point, "avg_jct_h": jct / 3600, "makespan_h": span / 3600, "variants": {}}
         for name in variants:
-            reuse = Reuse(None if name == "any" else int(name.removeprefix("row")))
+            limit = name.removesuffix("-scaled")
+            reuse = Reuse(None if limit == "any" else int(limit.removeprefix("row")), scaled=name.endswith("-scaled"))
             v_jct, v_span = run(table, point, reuse)
             d_jct, d_span = v_jct / jct - 1, v_span / span - 1
             kept = abs(d_jct) <= JCT_BOUND and abs(d_span) <= MAKESPAN_BOUND

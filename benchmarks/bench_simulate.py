@@ -26,10 +26,11 @@ less, so Gavel's time over this floor is the most speed-up any rewrite of the
 rest could reach without changing a schedule.
 
 Each point is then run again on a candidate faster solve path (`--candidate`, default
-`simplex`), side by side with the reference (interior point, the default), and checked against
-the bounds a faster path must keep: average JCT within 0.5 % and makespan within 1 % of the
-reference's, and every LP the reference solved reaching the same objective within 1e-6
-relative when the candidate solves it.
+`simplex`; `reuse:N` is `--reuse-solves N`, `simplex+reuse:N` both), side by side with the
+reference (interior point, every re-solve solved), and checked against the bounds a faster path
+must keep: average JCT within 0.5 % and makespan within 1 % of the reference's, and every LP the
+reference solved reaching the same objective within 1e-6 relative when the candidate's method
+solves it (a reused re-solve solves no LP: it gives the last solve's shares again).
 
 Round loop: the timed runs use rota's default (`--round-loop auto`: the compiled loop when numba is
 installed). Each point is also run with the Python round loop, the reference, and its results must be
@@ -37,7 +38,7 @@ the same to the last bit (rounds, average JCT, makespan): its time is printed be
 The compiled function is loaded (or compiled, the first time on a machine) before anything is timed.
 
     python benchmarks/bench_simulate.py [--quick] [--jobs 300 | --window 150:300] [--rate 0.8] [--cluster 8:8:8]
-        [--candidate simplex|none] [--round-loop auto|python|compiled]
+        [--candidate simplex|reuse:N|simplex+reuse:N|none] [--round-loop auto|python|compiled]
 
 --quick, or any point option, runs only the main (or that) point.
 """
@@ -147,7 +148,7 @@ def recorded_gavel(point: dict) -> dict | None:
 
 
 def run_point(
-    table, point: dict, recorders: list, method: str = DEFAULT_METHOD, round_loop: str = "auto"
+    table, point: dict, recorders: list, method: str = DEFAULT_METHOD, round_loop: str = "auto", reuse: int = 0
 ) -> tuple[dict, list]:
     """Simulate one point; (report, the LAS problems its policy was asked to solve)."""
     forget_answers()  # every point starts without answers stored by an earlier one (same LPs)
@@ -163,6 +164,7 @@ def run_point(
             window=window,
             solver_method=method,
             round_loop=round_loop,
+            reuse_solves=reuse,
         )
         with LoadRecorder() as solves:
             result = run_simulation(
@@ -188,6 +190,8 @@ def run_point(
         "solver_method": method,
         "round_loop": round_loop,
         "rounds_compiled": m.get("rounds_compiled", 0),
+        "reuse_solves": reuse,
+        "resolves_reused": m.get("resolves_reused", 0),
         "highs_runs": len(solves.loaded),
         "highs_run_floor_s": solver_floor_seconds(solves.loaded),
     }
@@ -204,6 +208,19 @@ def run_point(
 # Issue #31's bounds for a faster solve path against the interior-point reference, checked in the
 # same run: average JCT within 0.5 %, makespan within 1 %, every LP's objective within 1e-6 relative.
 JCT_BOUND, MAKESPAN_BOUND, OBJECTIVE_BOUND = 0.005, 0.01, 1e-6
+
+
+def parse_candidate(text: str) -> tuple[str, int]:
+    """`--candidate`: a HiGHS method, `reuse:N` (--reuse-solves N), or both joined by '+'."""
+    method, reuse = DEFAULT_METHOD, 0
+    for part in text.split("+"):
+        if part.startswith("reuse:") and part.removeprefix("reuse:").isdigit():
+            reuse = int(part.removeprefix("reuse:"))
+        elif part in highs.LP_METHODS:
+            method = part
+        else:
+            raise SystemExit(f"--candidate: {part!r} is neither a method ({', '.join(highs.LP_METHODS)}) nor reuse:N")
+    return method, reuse
 
 
 def objective_gap(loaded: list[tuple], method: str) -> float:
@@ -289,8 +306,9 @@ def main() -> None:
     parser.add_argument(
         "--candidate",
         default="simplex",
-        help="a faster solve path to run side by side with the reference (interior point) and check "
-        "against #31's bounds; 'none' to skip (default simplex)",
+        help="a faster solve path to run side by side with the reference (interior point, every re-solve "
+        "solved) and check against #31's bounds: a method, reuse:N (--reuse-solves N), or both as "
+        "simplex+reuse:N; 'none' to skip (default simplex)",
     )
     parser.add_argument(
         "--round-loop",
@@ -317,6 +335,7 @@ def main() -> None:
     others = [] if single or args.quick else [{f: e[f] for f in POINT_FIELDS if f in e} for e in recorded_points()]
     others = [p for p in others if {k: p.get(k) for k in POINT_FIELDS} != {k: main_point.get(k) for k in POINT_FIELDS}]
 
+    candidate_method, candidate_reuse = parse_candidate(args.candidate) if args.candidate != "none" else (None, 0)
     table = import_gavel(args.table)
     if args.round_loop != "python":  # load (or compile) the compiled loop before anything is timed
         run_point(table, {**main_point, "jobs": 5, "window": None}, [], round_loop=args.round_loop)
@@ -343,14 +362,22 @@ def main() -> None:
                 f"  solver floor: {report['highs_runs']} HiGHS runs alone take {report['highs_run_floor_s']:.3f} s "
                 f"->  at most {report['speedup_ceiling_same_answers']:.1f}x with these answers"
             )
-        if args.candidate != "none":
-            candidate, _ = run_point(table, point, [], method=args.candidate, round_loop=args.round_loop)
+        if candidate_method is not None:
+            candidate, _ = run_point(
+                table, point, [], method=candidate_method, round_loop=args.round_loop, reuse=candidate_reuse
+            )
             check = compare_candidate(report, candidate)
             report["candidate"] = {k: v for k, v in candidate.items() if not k.startswith("_")} | check
             speedup = check.get("speedup_vs_recorded_gavel")
             faster = f", {speedup:.1f}x Gavel" if speedup is not None else ""
+            flags = f"--solver-method {candidate_method}" + (
+                f" --reuse-solves {candidate_reuse} ({candidate['resolves_reused']} of {candidate['resolves']} "
+                "re-solves reused)"
+                if candidate_reuse
+                else ""
+            )
             print(
-                f"  --solver-method {args.candidate}: {candidate['wall_s']:.2f} s{faster}; avg JCT "
+                f"  {flags}: {candidate['wall_s']:.2f} s{faster}; avg JCT "
                 f"{check['avg_jct_change']:+.2%}, makespan {check['makespan_change']:+.2%}, LP objectives within "
                 f"{check['max_objective_gap']:.1e}  ->  {'within' if check['within_bounds'] else 'OUTSIDE'} the bounds "
                 f"(JCT {JCT_BOUND:.1%}, makespan {MAKESPAN_BOUND:.0%}, objective {OBJECTIVE_BOUND:.0e})"
