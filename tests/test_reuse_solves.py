@@ -14,6 +14,7 @@ from test_state import canonical, faithful
 from typer.testing import CliRunner
 
 from planner.cli import app
+from planner.errors import InputError
 from planner.formats.cluster import parse_cluster, read_cluster
 from planner.formats.gavel_json import import_gavel
 from planner.formats.jobs import Job
@@ -84,7 +85,8 @@ def test_a_reuse_gives_each_job_its_class_share_from_the_last_solve():
     reused = policy.allocate(again)
     assert reused.status == Status.REUSED and policy.reused == 1
     assert np.array_equal(reused.x, solved.x[[2, 0, 0, 0]])
-    assert reused.objective == solved.objective and reused.info == {"reused_in_row": 1}
+    # no LP was solved for these jobs: no objective of its own, the last solve's beside it
+    assert reused.objective is None and reused.info == {"reused_in_row": 1, "last_solve_objective": solved.objective}
     # a new class: solves (and a real solve of this problem differs from the reused shares)
     new = make_problem([[3.0, 1.0], [1.0, 2.0], [5.0, 5.0]], [2, 2])
     assert policy.allocate(new).status == Status.OPTIMAL and policy.reused == 1
@@ -125,11 +127,13 @@ def test_without_the_option_every_resolve_solves():
     assert Status.REUSED not in statuses(plan_engine(same_class_jobs(), 0))
 
 
-def test_plan_next_calls_reuse_exactly_when_one_plan_does():
+@pytest.mark.parametrize("limit", [1, 2])
+def test_plan_next_calls_reuse_exactly_when_one_plan_does(limit):
     """The last solve's shares and the count in a row travel in the state file: K single-round
-    calls give the rounds of one K-round plan, reuses included."""
+    calls give the rounds of one K-round plan, reuses included (with a limit of 1, a count
+    lost between calls would reuse twice in a row)."""
     jobs = same_class_jobs()
-    options = {"reuse_solves": 2}
+    options = {"reuse_solves": limit}
     engine = Engine(TABLE, CLUSTER, make_policy_from("max_min_fairness_perf", options), EngineConfig(), jobs)
     plan = build_schedule(
         engine.run(), inputs={}, policy="max_min_fairness_perf", options={}, config=engine.config
@@ -155,8 +159,58 @@ def test_plan_next_calls_reuse_exactly_when_one_plan_does():
         got += step.schedule.rounds
         progress = faithful(step.schedule.to_json(), done)
     assert canonical(got) == canonical(plan["rounds"])
-    assert state["policy"]["options"]["reuse_solves"] == 2
+    assert state["policy"]["options"]["reuse_solves"] == limit
     assert any('"in_row": 1' in m for m in memories)  # a reuse was carried from one call to the next
+
+
+def _solved_state(**policy) -> dict:
+    solver = ReusingMaxMinFairness(reuse_limit=3, **policy)
+    solver.allocate(make_problem([[1.0, 2.0], [3.0, 1.0]], [2, 2]))
+    return json.loads(json.dumps(solver.get_state()))
+
+
+@pytest.mark.parametrize(
+    "saved_by, resumed_by",
+    [
+        ({}, {"perf_aware": False}),  # another LAS variant: the same keys may mean another LP
+        ({}, {"method": "simplex"}),
+        ({"perf_aware": False}, {}),
+    ],
+)
+def test_a_solve_by_another_variant_or_method_is_not_reused(saved_by, resumed_by):
+    resumed = ReusingMaxMinFairness(reuse_limit=3, **resumed_by)
+    resumed.set_state(_solved_state(**saved_by))
+    assert resumed._last is None
+    same = ReusingMaxMinFairness(reuse_limit=3, **saved_by)
+    same.set_state(_solved_state(**saved_by))
+    assert same._last is not None and same._last.in_row == 0
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda s: s.pop("shares"), "classes and shares"),
+        (lambda s: s["shares"].append([0.5, 0.5]), "classes and shares"),
+        (lambda s: s["shares"][0].pop(), "each share must be a list of 2"),
+        (lambda s: s["shares"][0].__setitem__(0, 1.5), r"\[0, 1\]"),
+        (lambda s: s["classes"][0].__setitem__(0, "fast"), "each class"),
+        (lambda s: s.__setitem__("capacity", [2]), "capacity must be a list of 2"),
+        (lambda s: s.__setitem__("worker_types", "w0"), "worker_types"),
+        (lambda s: s.__setitem__("in_row", -1), "in_row"),
+        (lambda s: s.__setitem__("objective", "high"), "objective"),
+    ],
+)
+def test_a_malformed_saved_solve_is_a_one_line_error(edit, message):
+    state = _solved_state()
+    edit(state["last_solve"])
+    with pytest.raises(InputError, match=message):
+        ReusingMaxMinFairness(reuse_limit=3).set_state(state)
+
+
+def test_one_lp_row_per_job_or_tenant_quotas_have_no_classes_to_reuse():
+    problem = make_problem([[1.0, 2.0], [1.0, 2.0]], [2, 2])
+    assert ReusingMaxMinFairness(aggregate=False).class_keys(problem) is None
+    assert ReusingMaxMinFairness().class_keys(problem) == [(1.0, 2.0, 1.0, 1.0)] * 2
 
 
 def _gavel_run(reuse: int):
@@ -194,8 +248,9 @@ def test_the_cli_records_the_option_and_counts_reuses(tmp_path):
     "args, message",
     [
         (["--policy", "fifo", "--reuse-solves", "1"], "--reuse-solves applies to max_min_fairness and"),
-        (["--reuse-solves", "101"], "less than or equal to 100"),
-        (["--reuse-solves", "-1"], "greater than or equal to 0"),
+        (["--reuse-solves", "101"], "--reuse-solves"),
+        (["--reuse-solves", "-1"], "--reuse-solves"),
+        (["--reuse-solves", "2", "--no-aggregate"], "which --no-aggregate turns off"),
     ],
 )
 def test_the_cli_refuses_reuse_where_it_has_no_meaning(tmp_path, args, message):
@@ -220,3 +275,32 @@ def test_plan_records_the_option_and_plan_next_keeps_it(tmp_path):
     result = _cli("plan-next", "--state", str(state), "--policy", "fifo", "--reuse-solves", "1",
                   "-o", str(tmp_path / "round2.json"))  # fmt: skip
     assert result.exit_code == 2 and "applies to max_min_fairness" in " ".join(result.output.split())
+    # rota plan --state: 0 turns it off (not "keep the state's")
+    result = _cli("plan", "--state", str(state), "--reuse-solves", "0", "-o", str(tmp_path / "round2.json"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(state.read_text())["policy"]["options"]["reuse_solves"] == 0
+
+
+def test_a_policy_without_reuse_drops_the_saved_option_with_a_note(tmp_path):
+    state = tmp_path / "state.json"
+    common = ["-t", str(DATA / "throughputs.csv"), "-c", str(DATA / "cluster.yaml")]
+    result = _cli("plan-next", "--state", str(state), *common, "-j", str(DATA / "jobs.csv"),
+                  "--reuse-solves", "2", "-o", str(tmp_path / "round.json"))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = _cli("plan-next", "--state", str(state), "--policy", "fifo", "-o", str(tmp_path / "round2.json"))
+    assert result.exit_code == 0, result.output
+    assert "fifo does not reuse solves: --reuse-solves 2 dropped" in " ".join(result.output.split())
+    assert "reuse_solves" not in json.loads(state.read_text())["policy"]["options"]
+
+
+def test_a_bad_saved_option_names_the_state_file(tmp_path):
+    state = tmp_path / "state.json"
+    common = ["-t", str(DATA / "throughputs.csv"), "-c", str(DATA / "cluster.yaml")]
+    result = _cli("plan-next", "--state", str(state), *common, "-j", str(DATA / "jobs.csv"),
+                  "--reuse-solves", "2", "-o", str(tmp_path / "round.json"))  # fmt: skip
+    saved = json.loads(state.read_text())
+    saved["policy"]["options"]["reuse_solves"] = "2"
+    state.write_text(json.dumps(saved))
+    result = _cli("plan-next", "--state", str(state), "-o", str(tmp_path / "round2.json"))
+    assert result.exit_code == 2 and "policy.options.reuse_solves" in result.output, result.output
+    assert "Traceback" not in result.output

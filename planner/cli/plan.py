@@ -23,7 +23,6 @@ from planner.cli.simulate import (
     MIGRATION_AWARE_OPTION,
     RESTART_COST_OPTION,
     REUSE_SOLVES_HELP,
-    REUSE_SOLVES_OPTION,
     finite,
 )
 from planner.errors import InputError
@@ -132,7 +131,14 @@ def plan(
     no_aggregate: bool = typer.Option(
         False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."
     ),
-    reuse_solves: int = REUSE_SOLVES_OPTION,
+    reuse_solves: Optional[int] = typer.Option(
+        None,
+        "--reuse-solves",
+        min=0,
+        max=MAX_REUSE_LIMIT,
+        metavar="N",
+        help=REUSE_SOLVES_HELP + " (default 0: off; with --state: the state's).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo, gandiva)."),
     gavel_compat: bool = typer.Option(
         False,
@@ -188,7 +194,7 @@ def plan(
             method=method,
             seed=seed,
             as_json=as_json,
-            reuse_solves=reuse_solves or None,  # not given: the state's
+            reuse_solves=reuse_solves,  # None (not given): the state's
             restart_cost=restart_cost,
             migration_aware=migration_aware or None,  # not given: the state's
             strict_cells=strict_cells,
@@ -210,7 +216,7 @@ def plan(
     chosen_policy = policy or PlanOptions.policy
     entity_policies = _parse_mapping(entity_policy, "--entity-policy", str) if entity_policy else {}
     check_entity_options(chosen_policy, entity_weights, entity_policy, entity_policies)
-    check_reuse(chosen_policy, reuse_solves)
+    check_reuse(chosen_policy, reuse_solves or 0, not no_aggregate)
     options = PlanOptions(
         policy=chosen_policy,
         round_s=round_length,
@@ -227,7 +233,7 @@ def plan(
         round_auto=round_s == AUTO,
         horizon_s=horizon_s,
         strict_cells=strict_cells,
-        reuse_solves=reuse_solves,
+        reuse_solves=reuse_solves or 0,
     )
     scaling = ScaleOptions(max_scale, scale_efficiency, strict_cells)
     planned_table, scaled, read = _estimate_scale_factors(table, jobs, cluster, scaling, scaled_table_path(out_path))

@@ -308,7 +308,7 @@ def simulate_command(
     round_choice = parse_round_length(round_length)
     check_method(method)
     check_round_loop(round_loop, gavel_compat)
-    check_reuse(policy, reuse_solves)
+    check_reuse(policy, reuse_solves, not no_aggregate)
     check_rate(rate, field="--rate")
     thr = load_table(table)
     decide = None if decision_table is None else load_table(decision_table)
@@ -372,7 +372,7 @@ def simulate_command(
             out.print(auto.reason, soft_wrap=True)  # one line, as logs grep it
     reference = None
     if with_rho:
-        iso = SimulationConfig(**{**asdict(config), "policy": "isolated"})
+        iso = SimulationConfig(**{**asdict(config), "policy": "isolated", "reuse_solves": 0})
         ref = _run_with_progress(thr, spec, workload(), iso, "isolated (rho reference)", quiet=as_json)
         reference = {r["job_id"]: r["jct_s"] for r in ref.jobs if r["jct_s"] is not None}
     result = _run_with_progress(

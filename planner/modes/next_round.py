@@ -59,7 +59,7 @@ from planner.modes.state import (
     state_document,
     submit_new,
 )
-from planner.policies import PolicyOptions, make_policy
+from planner.policies import REUSE_POLICIES, PolicyOptions, check_reuse, make_policy
 from planner.policies.base import Policy
 from planner.rounds.engine import DEFAULT_ROUND_S, Engine, EngineConfig, EngineResult, JobOutcome, RoundRecord, Solve
 from planner.rounds.restart import (
@@ -92,6 +92,18 @@ def make_policy_options(options: dict[str, Any]) -> PolicyOptions:
     """The saved policy options (method, aggregate, seed, ...); those this version does not know are ignored."""
     known = {f.name for f in dataclasses.fields(PolicyOptions)}
     return PolicyOptions(**{k: v for k, v in options.items() if k in known})
+
+
+def reuse_option(name: str, options: dict[str, Any], path: object = None) -> str | None:
+    """Check the saved or given `reuse_solves` (InputError, one line, naming the file) and drop it
+    when `name` has no reuse (the policy changed from LAS): the note to print, if any."""
+    value = options.get("reuse_solves", 0)
+    if name not in REUSE_POLICIES and value:
+        del options["reuse_solves"]
+        return f"{name} does not reuse solves: --reuse-solves {value} dropped"
+    aggregate = options.get("aggregate", True) is not False
+    check_reuse(name, value, aggregate, path=path, field="policy.options.reuse_solves")
+    return None
 
 
 def make_policy_from(name: str, options: dict[str, Any]) -> Policy:
@@ -349,13 +361,16 @@ def _fresh(
         raise InputError("no state yet: give the job list to start from", field="--jobs")
     name = policy or DEFAULT_POLICY
     options = dict(policy_options or {})
+    note = reuse_option(name, options)
     if config is None:
         config = EngineConfig(round_s=round_s or DEFAULT_ROUND_S)
     elif round_s is not None:
         config = dataclasses.replace(config, round_s=round_s)
     policy_object = make_policy_from(name, options)
     engine = Engine(table, cluster, policy_object, config, jobs, restart=restart, migration_aware=books.migration_aware)
-    return _Session(engine, name, options, set(), restart=books)
+    session = _Session(engine, name, options, set(), restart=books)
+    session.notes += [note] if note else []
+    return session
 
 
 def _resumed(
@@ -373,6 +388,7 @@ def _resumed(
     saved_name = document.policy.name
     options = {**document.policy.options, **(policy_options or {})}
     name = policy or saved_name
+    note = reuse_option(name, options, state_path)
     restored = restore_engine(
         document,
         table=table,
@@ -392,6 +408,7 @@ def _resumed(
     if name != saved_name:
         engine.request_resolve()
         session.notes.append(f"policy changed from {saved_name} to {name}: re-solving")
+    session.notes += [note] if note else []
     if round_s is not None and round_s != engine.config.round_s:
         engine.set_round_length(round_s)
         session.notes.append(f"round length changed to {round_s:g} s")

@@ -30,7 +30,7 @@ from planner.formats.trace import default_reference_type
 from planner.modes.generator import JobGenerator
 from planner.modes.metrics import BooksUsage, GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
 from planner.modes.tenants import refuse_barred, tenant_summary
-from planner.policies import make_cluster_policy
+from planner.policies import check_reuse, make_cluster_policy
 from planner.policies.base import Policy, Status
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.compiled import have_numba
@@ -383,6 +383,7 @@ def run_simulation(
             recorded_config(config),
             workload.description,
         )
+    check_reuse(config.policy, config.reuse_solves, config.aggregate)
     policy = make_cluster_policy(
         config.policy,
         cluster,

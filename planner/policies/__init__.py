@@ -231,17 +231,29 @@ def make_policy(name: str, options: PolicyOptions | None = None, **overrides) ->
     return REGISTRY[name][0](options)  # reuse_solves: read by the LAS factories only (check_reuse)
 
 
-def check_reuse(name: str, reuse_solves: int) -> None:
-    """InputError (one line) for a --reuse-solves out of range or with a policy that has no reuse."""
+def check_reuse(
+    name: str, reuse_solves: int, aggregate: bool = True, *, path: object = None, field: str = "reuse_solves"
+) -> None:
+    """InputError (one line) for a --reuse-solves out of range, with a policy that has no reuse, or
+    with one LP row per job (--no-aggregate: no classes to compare). Tenant quotas also turn the
+    reuse off (classes then carry the tenant); that is said in docs/simulation.md, not refused."""
     if isinstance(reuse_solves, bool) or not isinstance(reuse_solves, int) or not 0 <= reuse_solves <= MAX_REUSE_LIMIT:
         raise InputError(
             f"--reuse-solves must be a whole number from 0 to {MAX_REUSE_LIMIT}, not {reuse_solves!r}",
-            field="reuse_solves",
+            path=path,
+            field=field,
         )
     if reuse_solves and name not in REUSE_POLICIES:
         raise InputError(
             f"--reuse-solves applies to {' and '.join(REUSE_POLICIES)}, not to {name!r}; leave it at 0",
-            field="reuse_solves",
+            path=path,
+            field=field,
+        )
+    if reuse_solves and not aggregate:
+        raise InputError(
+            "--reuse-solves compares classes of identical jobs, which --no-aggregate turns off; drop one of them",
+            path=path,
+            field=field,
         )
 
 

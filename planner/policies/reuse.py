@@ -20,11 +20,13 @@ simulation does.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from planner.errors import InputError
 from planner.policies.base import Allocation, Status
 from planner.policies.max_min_fairness import MaxMinFairness, seen_throughput
 from planner.policies.problem import Problem
@@ -40,6 +42,8 @@ class LastSolve:
     worker_types: list[str]
     capacity: list[float]
     objective: float | None
+    policy: str  # who solved it: another LAS variant or method reads the same keys differently
+    method: str
     in_row: int = 0  # reuses since this solve
 
 
@@ -67,11 +71,11 @@ class ReusingMaxMinFairness(MaxMinFairness):
             x = np.array([last.shares[k] for k in keys], dtype=float)
             return Allocation(
                 x,
-                objective=last.objective,
+                objective=None,  # no LP was solved for these jobs: the last solve's is in info
                 status=Status.REUSED,
                 solver=f"highs-{self.method}",
                 n_classes=len(last.shares),
-                info={"reused_in_row": last.in_row},
+                info={"reused_in_row": last.in_row, "last_solve_objective": last.objective},
             )
         allocation = super().allocate(problem)
         if keys is None:
@@ -80,7 +84,9 @@ class ReusingMaxMinFairness(MaxMinFairness):
         shares: dict[tuple[float, ...], list[float]] = {}
         for key, row in zip(keys, allocation.x.tolist()):
             shares.setdefault(key, row)
-        self._last = LastSolve(shares, list(problem.worker_types), problem.capacity.tolist(), allocation.objective)
+        self._last = LastSolve(
+            shares, list(problem.worker_types), problem.capacity.tolist(), allocation.objective, self.name, self.method
+        )
         return allocation
 
     def _may_reuse(self, last: LastSolve, problem: Problem, keys: list[tuple[float, ...]]) -> bool:
@@ -98,6 +104,8 @@ class ReusingMaxMinFairness(MaxMinFairness):
         return {
             "reused": self.reused,
             "last_solve": {
+                "policy": last.policy,
+                "method": last.method,
                 "classes": [list(k) for k in last.shares],
                 "shares": list(last.shares.values()),
                 "worker_types": last.worker_types,
@@ -108,17 +116,47 @@ class ReusingMaxMinFairness(MaxMinFairness):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.reused = int(state.get("reused", 0))
+        reused = state.get("reused", 0)
+        self.reused = reused if isinstance(reused, int) and not isinstance(reused, bool) and reused >= 0 else 0
         saved = state.get("last_solve")
-        if not isinstance(saved, dict):  # another policy's state, or nothing solved yet
-            self._last = None
+        self._last = None
+        # Another policy's state, nothing solved yet, or a solve by another LAS variant or method
+        # (the same keys, another LP): the next re-solve solves.
+        if not isinstance(saved, dict) or saved.get("policy") != self.name or saved.get("method") != self.method:
             return
-        shares = {tuple(float(v) for v in k): [float(v) for v in s] for k, s in zip(saved["classes"], saved["shares"])}
-        objective = saved.get("objective")
-        self._last = LastSolve(
-            shares,
-            [str(w) for w in saved["worker_types"]],
-            [float(c) for c in saved["capacity"]],
-            None if objective is None else float(objective),
-            int(saved.get("in_row", 0)),
+        self._last = read_last_solve(saved, self.name, self.method)
+
+
+def read_last_solve(saved: dict[str, Any], policy: str, method: str) -> LastSolve:
+    """The saved last solve, checked: InputError (one line) naming the field for anything that
+    this version did not write (a reused share must be a number in [0, 1] per worker type)."""
+    where = "memory.state.last_solve"
+
+    def numbers(value: Any, what: str, width: int | None = None) -> list[float]:
+        ok = isinstance(value, list) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value
         )
+        if not ok or (width is not None and len(value) != width):
+            size = "" if width is None else f" of {width}"
+            raise InputError(f"{what} must be a list{size} finite numbers", field=where)
+        return [float(v) for v in value]
+
+    types = saved.get("worker_types")
+    if not isinstance(types, list) or not types or not all(isinstance(w, str) for w in types):
+        raise InputError("worker_types must be a list of names", field=where)
+    capacity = numbers(saved.get("capacity"), "capacity", len(types))
+    classes, shares = saved.get("classes"), saved.get("shares")
+    if not isinstance(classes, list) or not isinstance(shares, list) or len(classes) != len(shares) or not classes:
+        raise InputError("classes and shares must be lists of the same length", field=where)
+    table: dict[tuple[float, ...], list[float]] = {}
+    for key, share in zip(classes, shares):
+        row = numbers(share, "each share", len(types))
+        if not all(0.0 <= v <= 1.0 for v in row):
+            raise InputError("each share must lie in [0, 1]", field=where)
+        table[tuple(numbers(key, "each class", len(types) + 2))] = row
+    objective, in_row = saved.get("objective"), saved.get("in_row", 0)
+    if objective is not None:
+        objective = numbers([objective], "objective")[0]
+    if not isinstance(in_row, int) or isinstance(in_row, bool) or in_row < 0:
+        raise InputError("in_row must be a whole number >= 0", field=where)
+    return LastSolve(table, list(types), capacity, objective, policy, method, in_row)
