@@ -331,3 +331,24 @@ def test_spread_picks_both_ends_and_evenly_between():
     from planner.modes.capacity import spread
 
     assert spread(10, 4) == [0, 3, 6, 9] and spread(3, 5) == [0, 1, 2] and spread(7, 1) == [6]
+
+
+def test_reused_solves_are_recorded_and_refused_where_they_have_no_meaning(tmp_path):
+    """--reuse-solves (docs/simulation.md) reaches every simulation of the search: the document
+    says the simulated JCTs are not the every-solve reference's, and the JCTs may move."""
+    for name in ("plain", "reused", "fifo"):
+        (tmp_path / name).mkdir()
+    plain = runner.invoke(app, _args(tmp_path / "plain", "--budget", "100000", "--top", "2", "--json"))
+    reused = runner.invoke(app, _args(tmp_path / "reused", "--budget", "100000", "--top", "2", "--reuse-solves", "3",
+                                      "--json"))  # fmt: skip
+    assert plain.exit_code == 0 and reused.exit_code == 0, reused.output
+    plain_doc, reused_doc = json.loads(plain.stdout), json.loads(reused.stdout)
+    assert "simulation_options" not in plain_doc and reused_doc["simulation_options"] == {"reuse_solves": 3}
+    assert [c["cost"] for c in plain_doc["configurations"]] == [c["cost"] for c in reused_doc["configurations"]]
+    jcts = [
+        [c["simulation"] and c["simulation"]["avg_jct_h"] for c in d["configurations"]] for d in (plain_doc, reused_doc)
+    ]
+    assert jcts[0] != jcts[1]  # the option reached the simulations (the screen is the same LP either way)
+    refused = runner.invoke(app, _args(tmp_path / "fifo", "--policy", "fifo", "--reuse-solves", "1"))
+    assert refused.exit_code == 2 and "applies to max_min_fairness" in " ".join(refused.output.split())
+    assert not (tmp_path / "fifo" / "out").exists()

@@ -15,6 +15,7 @@ import yaml
 from rich.table import Table
 
 from planner.cli.common import err, one_line, out, progress_bar, styled
+from planner.cli.simulate import REUSE_SOLVES_OPTION
 from planner.errors import InputError
 from planner.estimate.sensitivity import EstimatedCells, estimated_cells, pessimistic
 from planner.export.ray_driver import connect_ray
@@ -42,6 +43,7 @@ from planner.modes.capacity import (
 from planner.modes.generator import GeneratorConfig, JobGenerator
 from planner.modes.simulate import SimulationConfig
 from planner.modes.sweep_ray import connected
+from planner.policies import check_reuse
 from planner.rounds.engine import DEFAULT_ROUND_S
 
 CAPACITY_FORMAT = "rota.capacity/v1"
@@ -67,6 +69,7 @@ def capacity_command(
     ),
     policy: str = typer.Option("max_min_fairness_perf", "--policy", "-p", help="The policy you schedule with."),
     round_s: float = typer.Option(DEFAULT_ROUND_S, "--round-length", help="Round length in seconds."),
+    reuse_solves: int = REUSE_SOLVES_OPTION,
     top: int = typer.Option(10, "--top", help="How many of the best-screened configurations to simulate."),
     workers: int = typer.Option(0, "--workers", help="Processes for the simulations (0: one per core)."),
     ray_address: Optional[str] = typer.Option(
@@ -120,6 +123,7 @@ def capacity_command(
     )
     if top < 1:
         raise InputError(f"must be at least 1, got {top}", field="--top")
+    check_reuse(policy, reuse_solves)
     if not (math.isfinite(round_s) and round_s > 0):
         raise InputError(f"must be positive seconds, got {round_s}", field="--round-length")
     thr = load_table(table)
@@ -133,7 +137,7 @@ def capacity_command(
     if not as_json:
         for cells in gaps:
             err.print(styled("[yellow]warning:[/] ") + one_line(cells.describe()), highlight=False, soft_wrap=True)
-    sim = SimulationConfig(policy=policy, round_s=round_s)
+    sim = SimulationConfig(policy=policy, round_s=round_s, reuse_solves=reuse_solves)
     n_workers = workers or os.cpu_count() or 1
     with contextlib.ExitStack() as stack:  # a Ray connection, when asked for, lives as long as the search
         ray = stack.enter_context(connected(ray_address, connect_ray)) if ray_address is not None else None
@@ -193,6 +197,7 @@ def capacity_command(
         + [table, cluster, catalogue],
         gaps=gaps,
         sensitivity=sensitivity,
+        reuse_solves=reuse_solves,
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "capacity.json", json.dumps(document, indent=1) + "\n")
@@ -361,6 +366,7 @@ def capacity_document(
     inputs: list,
     gaps: list,
     sensitivity: Sensitivity | None = None,
+    reuse_solves: int = 0,
 ) -> dict[str, Any]:
     confirmed = {c.config: c for c in result.confirmed}
     front = set(result.front)
@@ -419,5 +425,7 @@ def capacity_document(
             if sensitivity.recommended is None
             else {"label": sensitivity.recommended.config.label(cat), "why": sensitivity.why},
         },
+        # only when given: the simulations reused solves (docs/simulation.md), not the reference's
+        **({"simulation_options": {"reuse_solves": reuse_solves}} if reuse_solves else {}),
         "configurations": configs,
     }
