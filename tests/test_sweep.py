@@ -186,3 +186,18 @@ def test_sweep_over_a_trace_replays_the_same_jobs_at_every_point(tmp_path):
     assert names == ["jct_cdf_trace.png", "rho_cdf_trace.png"]
     with pytest.raises(InputError, match="--trace takes no --rates"):
         SweepSpec(**{**s.__dict__, "rates": [0.1]}).points()
+
+
+def test_reuse_solves_reaches_the_las_points_only(table_path, tmp_path):
+    """--reuse-solves: the grid's LAS points may reuse solves (their JCTs may move), the others
+    solve every time (the same results as without it); a grid without LAS refuses it."""
+    grid = dict(policies=["fifo_perf", "max_min_fairness_perf"], rates=[0.2], window=(5, 25))
+    plain = {r["policy"]: r for r in run_sweep(spec(table_path, **grid), tmp_path / "plain")}
+    reused = {r["policy"]: r for r in run_sweep(spec(table_path, **grid, reuse_solves=3), tmp_path / "reused")}
+    for key in ("jct_s", "makespan_s", "resolves", "rounds"):  # fifo never reuses: the same run
+        assert reused["fifo_perf"]["metrics"][key] == plain["fifo_perf"]["metrics"][key], key
+    las = reused["max_min_fairness_perf"]["metrics"]
+    assert las["resolves_reused"] > 0 and "resolves_reused" not in reused["fifo_perf"]["metrics"]
+    assert json.loads((tmp_path / "reused" / "sweep.json").read_text())["setup"]["reuse_solves"] == 3
+    with pytest.raises(InputError, match="applies to max_min_fairness"):
+        spec(table_path, policies=["fifo_perf"], reuse_solves=1).check_grid()

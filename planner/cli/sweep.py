@@ -13,7 +13,13 @@ from rich.table import Table
 
 from planner.cli.common import MAX_ROUND_S, err, one_line, out, progress_bar, styled
 from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_OPTION
-from planner.cli.simulate import MIGRATION_AWARE_OPTION, RESTART_COST_OPTION, finite, parse_window
+from planner.cli.simulate import (
+    MIGRATION_AWARE_OPTION,
+    RESTART_COST_OPTION,
+    REUSE_SOLVES_HELP,
+    finite,
+    parse_window,
+)
 from planner.errors import InputError
 from planner.estimate.scaling import ScaleOptions, read_trace_scaled
 from planner.export.ray_driver import connect_ray
@@ -32,7 +38,7 @@ from planner.modes.sweep import (
 from planner.modes.sweep_ray import connected
 from planner.modes.sweep_results import RESULTS
 from planner.modes.sweep_workers import SweepInterrupted
-from planner.policies import POLICY_NAMES, check_tenants
+from planner.policies import MAX_REUSE_LIMIT, POLICY_NAMES, check_tenants
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.sweep_figures import make_sweep_plots
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -98,6 +104,14 @@ def sweep_command(
     ),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
+    reuse_solves: int = typer.Option(
+        0,
+        "--reuse-solves",
+        min=0,
+        max=MAX_REUSE_LIMIT,
+        metavar="N",
+        help="For the LAS policies of the grid (the others solve every time): " + REUSE_SOLVES_HELP + " (default 0).",
+    ),
     max_scale: float = MAX_SCALE_DEFAULT_OPTION,
     scale_efficiency: Optional[float] = SCALE_EFFICIENCY_DEFAULT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the summary rows as JSON."),
@@ -136,6 +150,7 @@ def sweep_command(
         rates=rate_list,
         static_jobs=job_counts,
         trace=None if trace is None else str(trace),
+        reuse_solves=reuse_solves,
     ).check_grid()  # empty, repeated or oversized lists: one line before any file is read
     thr, spec_cluster = load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
     for name in names:
@@ -163,6 +178,7 @@ def sweep_command(
         migration_aware=migration_aware,
         max_scale_extrapolation=max_scale,
         scale_efficiency=scale_efficiency,
+        reuse_solves=reuse_solves,
     )
     if gavel_compat and (restart_cost or migration_aware):
         raise InputError(

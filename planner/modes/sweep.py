@@ -34,6 +34,7 @@ from planner.modes.simulate import JOB_COLUMNS, SimulationConfig, Workload, run_
 from planner.modes.sweep_ray import cluster_cpus, connected, import_ray, run_on_ray
 from planner.modes.sweep_results import RESULTS, append_result, cut_torn_line, read_results
 from planner.modes.sweep_workers import run_in_processes, stop_on_signals
+from planner.policies import REUSE_POLICIES, check_reuse
 from planner.policies.lp import DEFAULT_METHOD
 from planner.rounds.engine import DEFAULT_ROUND_S
 
@@ -85,6 +86,7 @@ class SweepSpec:
     migration_aware: bool = False
     max_scale_extrapolation: float = DEFAULT_MAX_FACTOR  # a trace's missing scale factors (estimate/scaling.py)
     scale_efficiency: float | None = None
+    reuse_solves: int = 0  # --reuse-solves, for the grid's LAS policies (REUSE_POLICIES); the others solve
 
     def check_grid(self) -> None:
         """Every grid list is non-empty where it is used, within its bounds and without repeats
@@ -103,6 +105,8 @@ class SweepSpec:
             bad = next((n for n in self.static_jobs if not 1 <= n <= MAX_JOBS), None)
             if bad is not None:
                 raise InputError(f"static job counts must be 1 to {MAX_JOBS}, got {bad}", field="--static-jobs")
+        if self.reuse_solves and not any(name in REUSE_POLICIES for name in self.policies):
+            check_reuse(self.policies[0], self.reuse_solves, field="--reuse-solves")  # no policy here reuses
         loads = 1 if self.trace is not None else max(1, len(self.rates) + len(self.static_jobs))
         total = len(self.policies) * len(self.seeds) * loads
         if total > MAX_POINTS:
@@ -213,6 +217,7 @@ def simulate_point(spec: SweepSpec, point: Point, table, cluster, trace_jobs: li
         max_active_jobs=spec.max_active_jobs,
         restart_cost_s=spec.restart_cost_s,
         migration_aware=spec.migration_aware,
+        reuse_solves=spec.reuse_solves if point.policy in REUSE_POLICIES else 0,
     )
     result = run_simulation(table, cluster, _workload(spec, point, table, cluster, trace_jobs), config)
     metrics = result.metrics if "jct_s" in result.metrics else None  # None: saturated before running
