@@ -24,6 +24,7 @@ from planner.cli.simulate import (
     RESTART_COST_OPTION,
     REUSE_SOLVES_HELP,
     finite,
+    reuse_solves_option,
 )
 from planner.errors import InputError
 from planner.estimate.observed import DEFAULT_MIN_OBSERVATIONS
@@ -131,14 +132,7 @@ def plan(
     no_aggregate: bool = typer.Option(
         False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."
     ),
-    reuse_solves: Optional[int] = typer.Option(
-        None,
-        "--reuse-solves",
-        min=0,
-        max=MAX_REUSE_LIMIT,
-        metavar="N",
-        help=REUSE_SOLVES_HELP + " (default 0: off; with --state: the state's).",
-    ),
+    reuse_solves: Optional[int] = reuse_solves_option(None, " (default 0: off; with --state: the state's)."),
     seed: int = typer.Option(0, "--seed", help="Seed for randomised policies (fifo, gandiva)."),
     gavel_compat: bool = typer.Option(
         False,

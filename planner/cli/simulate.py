@@ -96,9 +96,22 @@ REUSE_SOLVES_HELP = (
     "give every job its class's share from that solve again instead of solving, at most N times in a row. "
     "Faster; the schedules move a little (docs/simulation.md, 'Speed'). Example: --reuse-solves 3"
 )
-REUSE_SOLVES_OPTION = typer.Option(
-    0, "--reuse-solves", min=0, max=MAX_REUSE_LIMIT, metavar="N", help=REUSE_SOLVES_HELP + " (default 0: off)."
-)
+
+
+def reuse_solves_option(default: int | None, default_text: str, before: str = "") -> Any:
+    """--reuse-solves as a default-style option (one definition for simulate, plan, sweep and
+    capacity; plan-next's Annotated form is REUSE_SOLVES_KEPT_OPTION in cli/plan.py)."""
+    return typer.Option(
+        default,
+        "--reuse-solves",
+        min=0,
+        max=MAX_REUSE_LIMIT,
+        metavar="N",
+        help=before + REUSE_SOLVES_HELP + default_text,
+    )
+
+
+REUSE_SOLVES_OPTION = reuse_solves_option(0, " (default 0: off).")
 STRICT_CELLS_OPTION = typer.Option(
     False,
     "--strict-cells",

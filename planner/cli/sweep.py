@@ -16,9 +16,9 @@ from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_
 from planner.cli.simulate import (
     MIGRATION_AWARE_OPTION,
     RESTART_COST_OPTION,
-    REUSE_SOLVES_HELP,
     finite,
     parse_window,
+    reuse_solves_option,
 )
 from planner.errors import InputError
 from planner.estimate.scaling import ScaleOptions, read_trace_scaled
@@ -38,7 +38,7 @@ from planner.modes.sweep import (
 from planner.modes.sweep_ray import connected
 from planner.modes.sweep_results import RESULTS
 from planner.modes.sweep_workers import SweepInterrupted
-from planner.policies import MAX_REUSE_LIMIT, POLICY_NAMES, check_tenants
+from planner.policies import POLICY_NAMES, check_tenants
 from planner.policies.lp import DEFAULT_METHOD
 from planner.report.sweep_figures import make_sweep_plots
 from planner.rounds.engine import DEFAULT_ROUND_S
@@ -104,13 +104,8 @@ def sweep_command(
     ),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,
-    reuse_solves: int = typer.Option(
-        0,
-        "--reuse-solves",
-        min=0,
-        max=MAX_REUSE_LIMIT,
-        metavar="N",
-        help="For the LAS policies of the grid (the others solve every time): " + REUSE_SOLVES_HELP + " (default 0).",
+    reuse_solves: int = reuse_solves_option(
+        0, " (default 0).", before="For the LAS policies of the grid (the others solve every time): "
     ),
     max_scale: float = MAX_SCALE_DEFAULT_OPTION,
     scale_efficiency: Optional[float] = SCALE_EFFICIENCY_DEFAULT_OPTION,
