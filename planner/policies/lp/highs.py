@@ -16,13 +16,17 @@ import numpy as np
 from pyomo.common.tee import capture_output
 
 from planner.errors import SolverError
+from planner.policies.lp import dense_ipm
 from planner.policies.lp.matrix import MatrixLP
 
 # HiGHS interior point without crossover returns a point in the middle of the
 # optimal face (like Gavel's ECOS) instead of a vertex; it is also the fastest
 # method on these LPs (see README, "Solver choice").
 DEFAULT_METHOD = "ipm"
-LP_METHODS = ("ipm", "simplex")  # what users choose between
+# rota's own compiled interior point for small LPs (planner.policies.lp.dense_ipm); HiGHS's
+# interior point solves every LP it does not (too large, another form, no numba, no convergence)
+DENSE_METHOD = "compiled-ipm"
+LP_METHODS = ("ipm", "simplex", DENSE_METHOD)  # what users choose between
 METHODS = LP_METHODS + ("mip", "mip-no-presolve")  # the mip ones: HiGHS branch and bound, internal
 
 
@@ -30,6 +34,8 @@ def highs_options(method: str) -> dict[str, str | float | bool]:
     """HiGHS options for `method`."""
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+    if method == DENSE_METHOD:
+        method = "ipm"
     options: dict[str, str | float | bool] = {
         "solver": method,
         "primal_feasibility_tolerance": 1e-9,
@@ -191,13 +197,15 @@ def solve_matrix(
     (values, objective, seconds). Anything but an optimal end raises SolverError.
     An LP identical to a recent one gets that one's answer without a solve."""
     started = time.perf_counter()
-    key = _answer_key(lp, highs_options(method) if options is None else options)
+    key = _answer_key(lp, {**(highs_options(method) if options is None else options), "rota_method": method})
     known = None if key is None else _ANSWERS.get(key)
     if known is not None:
         _ANSWERS.move_to_end(key)  # type: ignore[arg-type]
         return known[0].copy(), known[1], time.perf_counter() - started
-    solver = load_matrix(lp, method=method, policy=policy, options=options)
-    result = run_loaded(solver, policy=policy)
+    result = dense_ipm.try_solve(lp) if method == DENSE_METHOD and options is None else None
+    if result is None:
+        solver = load_matrix(lp, method=method, policy=policy, options=options)
+        result = run_loaded(solver, policy=policy)
     assert result is not None  # only allow_infeasible returns None
     values, objective = result
     if key is not None:

@@ -1,0 +1,163 @@
+"""The compiled interior point (`--solver-method compiled-ipm`) against HiGHS on the same LPs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import planner.policies.lp.highs as highs
+from planner.errors import SolverError
+from planner.policies.lp import dense_ipm
+from planner.policies.lp.matrix import INF, MatrixLP
+
+pytestmark = pytest.mark.skipif(not dense_ipm.available(), reason="numba is not installed (the `fast` extra)")
+
+
+def _lp(A: np.ndarray, upper_rows: np.ndarray, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray, *,
+        maximize: bool = True, row_lower: np.ndarray | None = None) -> MatrixLP:  # fmt: skip
+    starts, index, value = [0], [], []
+    for row in A:
+        cols = np.flatnonzero(row)
+        index.extend(cols.tolist())
+        value.extend(row[cols].tolist())
+        starts.append(len(index))
+    m = len(A)
+    return MatrixLP(
+        cost=cost.astype(float), lower=lower.astype(float), upper=upper.astype(float),
+        row_lower=np.full(m, -INF) if row_lower is None else row_lower, row_upper=upper_rows.astype(float),
+        row_start=np.array(starts, dtype=np.int32), row_index=np.array(index, dtype=np.int32),
+        row_value=np.array(value, dtype=float), maximize=maximize,
+    )  # fmt: skip
+
+
+def _las_like(rng: np.random.Generator, classes: int, types: int) -> MatrixLP:
+    """max t s.t. capacity per type, at most all of the time per class, t <= a class's throughput."""
+    n = classes * types + 1
+    rows, bounds = [], []
+    sizes = rng.integers(1, 4, classes)
+    for w in range(types):
+        row = np.zeros(n)
+        row[w * classes : (w + 1) * classes] = sizes
+        rows.append(row)
+        bounds.append(float(rng.integers(1, 2 * classes)))
+    for c in range(classes):
+        row = np.zeros(n)
+        row[[w * classes + c for w in range(types)]] = 1.0
+        rows.append(row)
+        bounds.append(1.0)
+    rates = rng.uniform(0.1, 3.0, (classes, types)) * (rng.random((classes, types)) > 0.2)
+    for c in range(classes):
+        row = np.zeros(n)
+        row[[w * classes + c for w in range(types)]] = -rates[c]
+        row[-1] = 1.0
+        rows.append(row)
+        bounds.append(0.0)
+    cost = np.zeros(n)
+    cost[-1] = 1.0
+    lower, upper = np.zeros(n), np.ones(n)
+    lower[-1], upper[-1] = -INF, INF
+    return _lp(np.array(rows), np.array(bounds), cost, lower, upper)
+
+
+def _highs(lp: MatrixLP) -> tuple[np.ndarray, float]:
+    answer = highs.run_loaded(highs.load_matrix(lp, method="ipm", policy="test"), policy="test")
+    assert answer is not None
+    return answer
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_las_lps_reach_highs_optimum_and_stay_feasible(seed):
+    rng = np.random.default_rng(seed)
+    lp = _las_like(rng, int(rng.integers(1, 30)), int(rng.integers(1, 5)))
+    answer = dense_ipm.try_solve(lp)
+    assert answer is not None
+    x, objective = answer
+    reference = _highs(lp)[1]
+    assert abs(objective - reference) <= 1e-7 * max(1.0, abs(reference))
+    assert np.all(x >= lp.lower - 1e-8) and np.all(x <= lp.upper + 1e-8)
+    A = np.zeros((lp.n_rows, lp.n_cols))
+    for r in range(lp.n_rows):
+        span = slice(lp.row_start[r], lp.row_start[r + 1])
+        A[r, lp.row_index[span]] = lp.row_value[span]
+    assert np.all(A @ x <= lp.row_upper + 1e-7)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_lps_with_one_sided_and_free_columns(seed):
+    """min c'x over A x <= b with columns bounded below only, above only, boxed or free."""
+    rng = np.random.default_rng(100 + seed)
+    m, n = int(rng.integers(2, 12)), int(rng.integers(2, 12))
+    A = rng.normal(size=(m, n)) * (rng.random((m, n)) > 0.3)
+    x0 = rng.uniform(-1, 1, n)  # a feasible point inside every bound below
+    b = A @ x0 + rng.uniform(0.1, 1.0, m)
+    lower, upper = x0 - rng.uniform(0.5, 2, n), x0 + rng.uniform(0.5, 2, n)
+    kind = rng.integers(0, 4, n)
+    lower[kind == 1], upper[kind == 2] = -INF, INF
+    lower[kind == 3], upper[kind == 3] = -INF, INF
+    cost = rng.normal(size=n)
+    cost[kind == 3] = 0.0  # a free column with a cost could make the LP unbounded
+    lp = _lp(A, b, cost, lower, upper, maximize=bool(seed % 2))
+    try:
+        reference = _highs(lp)
+    except SolverError:  # unbounded (a one-sided column): no optimum to claim
+        assert dense_ipm.try_solve(lp) is None
+        return
+    answer = dense_ipm.try_solve(lp)
+    assert answer is not None
+    assert abs(answer[1] - reference[1]) <= 1e-6 * max(1.0, abs(reference[1]))
+
+
+def test_an_lp_without_an_optimum_is_left_to_highs():
+    one = np.array([[1.0]])
+    infeasible = _lp(one, np.array([-1.0]), np.array([1.0]), np.array([0.0]), np.array([1.0]))
+    unbounded = _lp(-one, np.array([0.0]), np.array([1.0]), np.array([-INF]), np.array([INF]))
+    assert dense_ipm.try_solve(infeasible) is None
+    assert dense_ipm.try_solve(unbounded) is None
+    for lp in (infeasible, unbounded):  # solve_matrix then asks HiGHS, which says why
+        with pytest.raises(SolverError, match="not optimal"):
+            highs.solve_matrix(lp, method=highs.DENSE_METHOD, policy="p")
+
+
+def test_nan_never_converges():
+    lp = _las_like(np.random.default_rng(0), 4, 2)
+    lp.cost[-1] = np.nan
+    assert dense_ipm.try_solve(lp) is None
+
+
+def test_forms_it_does_not_take_go_to_highs():
+    lp = _las_like(np.random.default_rng(1), 3, 2)
+    ranged = _lp(np.array([[1.0, 1.0]]), np.array([2.0]), np.array([1.0, 1.0]), np.zeros(2), np.ones(2),
+                 row_lower=np.array([0.5]))  # fmt: skip
+    assert dense_ipm.try_solve(ranged) is None
+    integer = _las_like(np.random.default_rng(1), 3, 2)
+    integer.integer = np.zeros(integer.n_cols, dtype=np.int8)
+    assert dense_ipm.try_solve(integer) is None
+    assert dense_ipm.try_solve(lp) is not None
+
+
+def test_the_same_lp_gives_the_same_bits():
+    lp = _las_like(np.random.default_rng(7), 20, 3)
+    first, second = dense_ipm.try_solve(lp), dense_ipm.try_solve(lp)
+    assert first is not None and second is not None
+    assert first[0].tobytes() == second[0].tobytes() and first[1] == second[1]
+
+
+def test_solve_matrix_uses_it_and_keeps_its_answers_apart_from_highs():
+    highs.forget_answers()
+    lp = _las_like(np.random.default_rng(3), 12, 3)
+    ipm_values, ipm_objective, _ = highs.solve_matrix(lp, method="ipm", policy="p")
+    values, objective, _ = highs.solve_matrix(lp, method=highs.DENSE_METHOD, policy="p")
+    own = dense_ipm.try_solve(lp)
+    assert own is not None
+    assert values.tobytes() == own[0].tobytes()  # not HiGHS's stored answer to the same LP
+    assert abs(objective - ipm_objective) <= 1e-7 * abs(ipm_objective)
+    assert not np.array_equal(values, ipm_values)  # a point of the same optimal face, found differently
+
+
+def test_without_the_compiled_solver_highs_solves(monkeypatch):
+    highs.forget_answers()
+    lp = _las_like(np.random.default_rng(4), 6, 3)
+    monkeypatch.setattr(dense_ipm, "try_solve", lambda lp: None)
+    values, objective, _ = highs.solve_matrix(lp, method=highs.DENSE_METHOD, policy="p")
+    reference = _highs(lp)
+    assert values.tobytes() == reference[0].tobytes() and objective == reference[1]
