@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
+from conftest import DATA
+from typer.testing import CliRunner
 
 import planner.policies.lp.highs as highs
+from planner.cli import app
 from planner.errors import SolverError
+from planner.formats.cluster import parse_cluster
+from planner.formats.gavel_json import import_gavel
+from planner.modes.generator import GeneratorConfig, JobGenerator
+from planner.modes.simulate import SimulationConfig, Workload, run_simulation
 from planner.policies.lp import dense_ipm
 from planner.policies.lp.matrix import INF, MatrixLP
 
@@ -161,3 +171,56 @@ def test_without_the_compiled_solver_highs_solves(monkeypatch):
     values, objective, _ = highs.solve_matrix(lp, method=highs.DENSE_METHOD, policy="p")
     reference = _highs(lp)
     assert values.tobytes() == reference[0].tobytes() and objective == reference[1]
+
+
+GAVEL = DATA / "gavel" / "simulation_throughputs.json"
+RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "gavel_simulator_times.json"
+
+
+def _simulate_point(point: dict, method: str):
+    table = import_gavel(GAVEL)
+    gen = JobGenerator(table, GeneratorConfig(seed=point["seed"], rate_per_hour=point["rate_per_hour"]))
+    window = tuple(point["window"]) if point.get("window") else None
+    config = SimulationConfig(
+        policy=point["policy"], seed=point["seed"], gavel_compat=True, window=window, solver_method=method
+    )
+    return run_simulation(
+        table, parse_cluster(point["cluster"]), Workload(generator=gen, num_jobs=point.get("jobs")), config
+    )
+
+
+def _recorded_points() -> list[dict]:
+    return json.loads(RECORDED.read_text())["points"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", range(len(_recorded_points())))
+def test_every_recorded_point_stays_within_issue_31s_bounds(n):
+    """The compiled interior point against HiGHS's (the reference) on every point bench_simulate.py
+    times: average JCT within 0.5 %, makespan within 1 %."""
+    point = _recorded_points()[n]
+    reference, fast = _simulate_point(point, "ipm"), _simulate_point(point, highs.DENSE_METHOD)
+    assert reference.status == fast.status == "ok"
+    jct = fast.metrics["jct_s"]["mean"] / reference.metrics["jct_s"]["mean"] - 1
+    span = fast.metrics["makespan_s"] / reference.metrics["makespan_s"] - 1
+    assert abs(jct) <= 0.005 and abs(span) <= 0.01, (jct, span)
+    assert fast.jobs != reference.jobs  # the two really solved differently (a silent fallback would pass)
+    assert fast.config["solver_method"] == highs.DENSE_METHOD
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_the_cli_runs_it_and_refuses_it_without_numba(tmp_path, monkeypatch):
+    out = tmp_path / "sim"
+    args = ["simulate", "-t", str(GAVEL), "-c", "2:2:2", "-n", "8", "--policy", "max_min_fairness_perf", "-o"]
+    result = _cli(*args, str(out), "--solver-method", highs.DENSE_METHOD, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["config"]["solver_method"] == highs.DENSE_METHOD
+    monkeypatch.setattr(dense_ipm, "available", lambda: False)
+    result = _cli(*args, str(tmp_path / "sim2"), "--solver-method", highs.DENSE_METHOD)
+    assert result.exit_code == 2 and "needs numba" in " ".join(result.output.split()), result.output
+    assert not (tmp_path / "sim2").exists()
+    result = _cli(*args, str(tmp_path / "sim3"), "--solver-method", "newton")
+    assert result.exit_code == 2 and "unknown solver method 'newton'" in result.output

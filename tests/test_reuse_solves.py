@@ -127,18 +127,21 @@ def test_without_the_option_every_resolve_solves():
     assert Status.REUSED not in statuses(plan_engine(same_class_jobs(), 0))
 
 
-@pytest.mark.parametrize("limit", [1, 2])
-def test_plan_next_calls_reuse_exactly_when_one_plan_does(limit):
+@pytest.mark.parametrize("limit, method", [(1, "ipm"), (2, "ipm"), (0, "compiled-ipm"), (2, "compiled-ipm")])
+def test_plan_next_calls_reuse_exactly_when_one_plan_does(limit, method):
     """The last solve's shares and the count in a row travel in the state file: K single-round
     calls give the rounds of one K-round plan, reuses included (with a limit of 1, a count
-    lost between calls would reuse twice in a row)."""
+    lost between calls would reuse twice in a row). The solver method travels too (#31:
+    `plan-next` reproduces the simulation round for round with the compiled interior point)."""
+    if method == "compiled-ipm":
+        pytest.importorskip("numba")
     jobs = same_class_jobs()
-    options = {"reuse_solves": limit}
+    options = {"reuse_solves": limit, "method": method}
     engine = Engine(TABLE, CLUSTER, make_policy_from("max_min_fairness_perf", options), EngineConfig(), jobs)
     plan = build_schedule(
         engine.run(), inputs={}, policy="max_min_fairness_perf", options={}, config=engine.config
     ).to_json()
-    assert Status.REUSED in statuses(engine)
+    assert (Status.REUSED in statuses(engine)) == (limit > 0)
     state, progress, got = None, None, []
     done = {j.job_id: j.steps_done for j in jobs}
     memories = []
@@ -159,8 +162,10 @@ def test_plan_next_calls_reuse_exactly_when_one_plan_does(limit):
         got += step.schedule.rounds
         progress = faithful(step.schedule.to_json(), done)
     assert canonical(got) == canonical(plan["rounds"])
-    assert state["policy"]["options"]["reuse_solves"] == limit
-    assert any('"in_row": 1' in m for m in memories)  # a reuse was carried from one call to the next
+    assert state["policy"]["options"]["method"] == method
+    if limit:
+        assert state["policy"]["options"]["reuse_solves"] == limit
+        assert any('"in_row": 1' in m for m in memories)  # a reuse was carried from one call to the next
 
 
 def _solved_state(**policy) -> dict:

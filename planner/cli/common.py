@@ -15,7 +15,8 @@ from rich.text import Text
 
 from planner.errors import InputError, SolverError
 from planner.formats.files import recorded_input_path
-from planner.policies.lp import LP_METHODS
+from planner.policies.lp import LP_METHODS, dense_ipm
+from planner.policies.lp.highs import DENSE_METHOD
 
 # User strings (job ids, file names, reasons) are printed as they are: no rich markup
 # ('[bold]a' keeps its brackets) and no emoji codes ('36:x:36' stays text). Styled
@@ -115,10 +116,22 @@ def state_input(inputs: dict | None, name: str, state_path: Path) -> Path | None
     )
 
 
+SOLVER_METHOD_HELP = (
+    "LP method: ipm (HiGHS interior point, the reference), simplex (HiGHS, a vertex of the same optimum), or "
+    "compiled-ipm (rota's own interior point compiled with numba: several times faster on the small LPs of "
+    "a simulation, schedules within 0.5 %% of ipm's on the recorded points; HiGHS solves any LP it does not)."
+)
+
+
 def check_method(method: str) -> None:
     if method not in LP_METHODS:
         raise InputError(
             f"unknown solver method {method!r}; use one of {', '.join(LP_METHODS)}", field="--solver-method"
+        )
+    if method == DENSE_METHOD and not dense_ipm.available():
+        raise InputError(
+            f"{DENSE_METHOD} needs numba: pip install 'rota[fast]' (or use --solver-method ipm)",
+            field="--solver-method",
         )
 
 

@@ -10,7 +10,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from planner.cli.common import check_method, err, one_line, out, progress_bar, styled
+from planner.cli.common import SOLVER_METHOD_HELP, check_method, err, one_line, out, progress_bar, styled
 from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_OPTION
 from planner.cli.round_length import AUTO, parse_round_length, round_length_option
 from planner.cli.simulate import (
@@ -45,7 +45,7 @@ def compare_command(
     objective: str = typer.Option("jct", "--objective", help="What the recommendation minimises: jct, makespan, cost."),
     seed: int = seed_option("Seed for randomised policies."),
     round_length_text: str = round_length_option("Round length in seconds (auto: chosen per policy)"),
-    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
+    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help=SOLVER_METHOD_HELP),
     gavel_compat: bool = typer.Option(False, "--gavel-compat", help="Gavel's quirks (see 'rota simulate --help')."),
     restart_cost: Optional[float] = RESTART_COST_OPTION,
     migration_aware: bool = MIGRATION_AWARE_OPTION,

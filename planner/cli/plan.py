@@ -11,7 +11,18 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from planner.cli.common import MAX_ROUND_S, check_method, err, hours, one_line, out, progress_bar, state_input, styled
+from planner.cli.common import (
+    MAX_ROUND_S,
+    SOLVER_METHOD_HELP,
+    check_method,
+    err,
+    hours,
+    one_line,
+    out,
+    progress_bar,
+    state_input,
+    styled,
+)
 from planner.cli.jobs import (
     MAX_SCALE_DEFAULT_OPTION,
     MAX_SCALE_OPTION,
@@ -126,9 +137,7 @@ def plan(
         help="Round length tau in seconds (default 360; with --state, the state's), or 'auto': simulate a "
         "few lengths on these jobs with their restart costs and keep the best (docs/restarts.md).",
     ),
-    method: Optional[str] = typer.Option(
-        None, "--solver-method", help="HiGHS method: ipm (interior point, default) or simplex."
-    ),
+    method: Optional[str] = typer.Option(None, "--solver-method", help=SOLVER_METHOD_HELP),
     no_aggregate: bool = typer.Option(
         False, "--no-aggregate", help="One LP row per job instead of per class of identical jobs."
     ),
@@ -496,7 +505,7 @@ def plan_next_round_command(
             "left and their restart costs, then kept in the state (docs/restarts.md).",
         ),
     ] = None,
-    method: Annotated[Optional[str], typer.Option("--solver-method", help="HiGHS method: ipm or simplex.")] = None,
+    method: Annotated[Optional[str], typer.Option("--solver-method", help=SOLVER_METHOD_HELP)] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed for randomised policies (first call).")] = None,
     reuse_solves: Annotated[Optional[int], REUSE_SOLVES_KEPT_OPTION] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -658,6 +667,7 @@ def _plan_next(
     reported = read_progress(progress) if progress is not None else None
     options: dict = {}
     if method is not None:
+        check_method(method)
         options["method"] = method
     if seed is not None:
         options["seed"] = seed

@@ -15,6 +15,7 @@ from rich.table import Table
 from planner.cli.common import (
     MAX_DURATION_H,
     MAX_ROUND_S,
+    SOLVER_METHOD_HELP,
     check_method,
     err,
     hours,
@@ -284,7 +285,7 @@ def simulate_command(
         callback=finite,
         help="Minimum seconds between re-solves (default 0, or 1920 with --gavel-compat).",
     ),
-    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
+    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help=SOLVER_METHOD_HELP),
     no_aggregate: bool = typer.Option(False, "--no-aggregate", help="One LP row per job instead of per class."),
     round_loop: str = typer.Option(
         "auto",

@@ -11,7 +11,7 @@ import typer
 from rich import box
 from rich.table import Table
 
-from planner.cli.common import MAX_ROUND_S, err, one_line, out, progress_bar, styled
+from planner.cli.common import MAX_ROUND_S, SOLVER_METHOD_HELP, check_method, err, one_line, out, progress_bar, styled
 from planner.cli.jobs import MAX_SCALE_DEFAULT_OPTION, SCALE_EFFICIENCY_DEFAULT_OPTION
 from planner.cli.simulate import (
     MIGRATION_AWARE_OPTION,
@@ -70,7 +70,7 @@ def sweep_command(
         callback=finite,
         help="Round length tau in seconds.",
     ),
-    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help="HiGHS method: ipm or simplex."),
+    method: str = typer.Option(DEFAULT_METHOD, "--solver-method", help=SOLVER_METHOD_HELP),
     max_active: Optional[int] = typer.Option(
         None, "--max-active", min=1, max=MAX_JOBS, help="Saturation cap on jobs in the system."
     ),
@@ -147,6 +147,7 @@ def sweep_command(
         trace=None if trace is None else str(trace),
         reuse_solves=reuse_solves,
     ).check_grid()  # empty, repeated or oversized lists: one line before any file is read
+    check_method(method)
     thr, spec_cluster = load_table(table), load_cluster(cluster)  # fail fast on bad inputs, before any worker starts
     for name in names:
         check_tenants(name, spec_cluster)  # a policy that cannot keep the cluster's tenant quotas
