@@ -75,11 +75,13 @@ def _solve_factored(L: np.ndarray, r: np.ndarray) -> np.ndarray:
         if zk != 0.0:
             for i in range(k + 1, m):
                 z[i] -= L[i, k] * zk
-    for i in range(m - 1, -1, -1):  # L' x = z
-        v = z[i]
-        for k in range(i + 1, m):
-            v -= L[k, i] * z[k]
-        z[i] = v / L[i, i]
+    for i in range(m - 1, -1, -1):  # L' x = z, by rows of L, skipping zeros
+        z[i] /= L[i, i]
+        zi = z[i]
+        if zi != 0.0:
+            for k in range(i):
+                if L[i, k] != 0.0:
+                    z[k] -= L[i, k] * zi
     return z
 
 
@@ -140,15 +142,6 @@ def _sparse_rows_first(start, index, value, b):
     return new_start, new_index, new_value, new_b
 
 
-def _max_step(v: np.ndarray, dv: np.ndarray, mask: np.ndarray) -> float:
-    """The largest step in [0, 1] that keeps v + step·dv >= 0 where mask is set."""
-    step = 1.0
-    for i in range(len(v)):
-        if mask[i] and dv[i] < 0.0:
-            step = min(step, -v[i] / dv[i])
-    return step
-
-
 def _normal_matrix(cs, cr, cv, free, theta, D, m):
     """A_B Θ⁻¹ A_B' + D over the bounded columns B (lower triangle only)."""
     M = np.zeros((m, m))
@@ -166,11 +159,10 @@ def _normal_matrix(cs, cr, cv, free, theta, D, m):
     return M
 
 
-def _factor(cs, cr, cv, free, theta, D, m):
+def _factor(cs, cr, cv, free, free_cols, theta, D, m):
     """Factors for the Newton systems of one iteration: (ok, L of the normal matrix, the free
     columns' M⁻¹ A_F, L of their Schur complement A_F' M⁻¹ A_F)."""
     M = _normal_matrix(cs, cr, cv, free, theta, D, m)
-    free_cols = np.flatnonzero(free)
     n_free = len(free_cols)
     MinvAF = np.zeros((m, n_free))
     S = np.zeros((n_free, n_free))
@@ -195,7 +187,7 @@ def _column_dot(cs, cr, cv, j, v):
     return total
 
 
-def _newton(cs, cr, cv, free, theta, L, MinvAF, S, h, k):
+def _newton(cs, cr, cv, free, free_cols, theta, L, MinvAF, S, h, k):
     """(dx, dy) solving A'dy + Θ dx = h, A dx - D dy = k with the iteration's factors."""
     n, m = len(theta), L.shape[0]
     q = -k
@@ -204,7 +196,6 @@ def _newton(cs, cr, cv, free, theta, L, MinvAF, S, h, k):
             for e in range(cs[j], cs[j + 1]):
                 q[cr[e]] += cv[e] * h[j] / theta[j]
     dy = _solve_factored(L, q)
-    free_cols = np.flatnonzero(free)
     n_free = len(free_cols)
     dx = np.zeros(n)
     if n_free:  # (A_F' M⁻¹ A_F) dx_F = h_F - A_F' M⁻¹ q, then dy = M⁻¹ (q + A_F dx_F)
@@ -247,6 +238,105 @@ def _error(rp, rd, primal, dual, norm_b, norm_c):
     return max(largest_rp / norm_b, np.max(np.abs(rd)) / norm_c, abs(primal - dual) / (1.0 + abs(primal)))
 
 
+def _step_lengths(s, y, g, w, zl, zu, dx, dy, ds, dzl, dzu, has_l, has_u):
+    """(primal, dual) step lengths in [0, 1] that keep every slack and dual at or above 0."""
+    ap, ad = 1.0, 1.0
+    for i in range(len(s)):
+        if ds[i] < 0.0:
+            ap = min(ap, -s[i] / ds[i])
+        if dy[i] < 0.0:
+            ad = min(ad, -y[i] / dy[i])
+    for j in range(len(g)):
+        if has_l[j]:
+            if dx[j] < 0.0:
+                ap = min(ap, -g[j] / dx[j])
+            if dzl[j] < 0.0:
+                ad = min(ad, -zl[j] / dzl[j])
+        if has_u[j]:
+            if dx[j] > 0.0:
+                ap = min(ap, w[j] / dx[j])
+            if dzu[j] < 0.0:
+                ad = min(ad, -zu[j] / dzu[j])
+    return ap, ad
+
+
+def _direction(cs, cr, cv, free, free_cols, theta, L, MinvAF, S, rp, rd, rs, rl, ru, s, y, g, w, zl, zu, has_l, has_u):
+    """The Newton direction (dx, dy, ds, dzl, dzu) for complementarity right-hand sides rs
+    (s·y), rl (g·zl) and ru (w·zu), with the iteration's factors."""
+    n, m = len(theta), len(s)
+    h = np.empty(n)
+    for j in range(n):
+        v = -rd[j]
+        if has_l[j]:
+            v += rl[j] / g[j]
+        if has_u[j]:
+            v -= ru[j] / w[j]
+        h[j] = v
+    k = np.empty(m)
+    for i in range(m):
+        k[i] = rp[i] - rs[i] / y[i]
+    dx, dy = _newton(cs, cr, cv, free, free_cols, theta, L, MinvAF, S, h, k)
+    ds = np.empty(m)
+    for i in range(m):
+        ds[i] = (rs[i] - s[i] * dy[i]) / y[i]
+    dzl = np.zeros(n)
+    dzu = np.zeros(n)
+    for j in range(n):
+        if has_l[j]:
+            dzl[j] = (rl[j] - zl[j] * dx[j]) / g[j]
+        if has_u[j]:
+            dzu[j] = (ru[j] + zu[j] * dx[j]) / w[j]
+    return dx, dy, ds, dzl, dzu
+
+
+def _iterate_terms(x, s, y, zl, zu, b, c, lower, upper, has_l, has_u, g, w, theta, D, rs, rl, ru):
+    """Fill the bounds' slacks g and w, Θ, D = S/Y and the predictor's targets (rs, rl, ru: the
+    complementarity products, negated); return (complementarity, primal and dual objective)."""
+    complementarity, primal, dual = 0.0, 0.0, 0.0
+    for i in range(len(s)):
+        complementarity += s[i] * y[i]
+        dual -= b[i] * y[i]
+        D[i] = s[i] / y[i]
+        rs[i] = -s[i] * y[i]
+    for j in range(len(x)):
+        primal += c[j] * x[j]
+        theta[j] = 0.0
+        if has_l[j]:
+            g[j] = x[j] - lower[j]
+            complementarity += g[j] * zl[j]
+            dual += lower[j] * zl[j]
+            theta[j] += zl[j] / g[j]
+            rl[j] = -g[j] * zl[j]
+        if has_u[j]:
+            w[j] = upper[j] - x[j]
+            complementarity += w[j] * zu[j]
+            dual -= upper[j] * zu[j]
+            theta[j] += zu[j] / w[j]
+            ru[j] = -w[j] * zu[j]
+    return complementarity, primal, dual
+
+
+def _corrector_targets(s, y, g, w, zl, zu, dx, dy, ds, dzl, dzu, ap, ad, mu, n_pairs, has_l, has_u, rs, rl, ru):
+    """Mehrotra's corrector right-hand sides, in place: centring towards sigma·mu, where sigma
+    is (what the predictor's step would leave of mu)³, with the predictor's second-order term."""
+    affine = 0.0
+    for i in range(len(s)):
+        affine += (s[i] + ap * ds[i]) * (y[i] + ad * dy[i])
+    for j in range(len(g)):
+        if has_l[j]:
+            affine += (g[j] + ap * dx[j]) * (zl[j] + ad * dzl[j])
+        if has_u[j]:
+            affine += (w[j] - ap * dx[j]) * (zu[j] + ad * dzu[j])
+    target = (affine / n_pairs / mu) ** 3 * mu
+    for i in range(len(s)):
+        rs[i] = target - s[i] * y[i] - ds[i] * dy[i]
+    for j in range(len(g)):
+        if has_l[j]:
+            rl[j] = target - g[j] * zl[j] - dx[j] * dzl[j]
+        if has_u[j]:
+            ru[j] = target - w[j] * zu[j] + dx[j] * dzu[j]
+
+
 def solve(start, index, value, b, c, lower, upper, tol, accept, max_iter):
     """(status, x, iterations) for min c'x s.t. A x <= b, lower <= x <= upper; A's rows given
     as in a CSR matrix (row starts, column indices, values). Optimal: the relative primal and
@@ -258,7 +348,7 @@ def solve(start, index, value, b, c, lower, upper, tol, accept, max_iter):
     has_l = np.isfinite(lower)
     has_u = np.isfinite(upper)
     free = ~has_l & ~has_u
-    all_rows = np.ones(m, dtype=np.bool_)
+    free_cols = np.flatnonzero(free)
     x = _inside_bounds(lower, upper, has_l, has_u)
     s = np.maximum(b - _matvec(start, index, value, x, m), 1.0)
     y = np.ones(m)
@@ -267,55 +357,43 @@ def solve(start, index, value, b, c, lower, upper, tol, accept, max_iter):
     n_pairs = m + int(has_l.sum()) + int(has_u.sum())
     norm_b = 1.0 + (np.max(np.abs(b)) if m else 0.0)
     norm_c = 1.0 + (np.max(np.abs(c)) if n else 0.0)
+    g, w, theta, D = np.ones(n), np.ones(n), np.zeros(n), np.empty(m)
+    rs, rl, ru = np.empty(m), np.zeros(n), np.zeros(n)
     best_error, best_x = np.inf, x.copy()
     it = 0
     for it in range(max_iter):
-        g = np.where(has_l, x - lower, 1.0)
-        w = np.where(has_u, upper - x, 1.0)
         rp = b - _matvec(start, index, value, x, m) - s
         rd = c + _rmatvec(start, index, value, y, n) - zl + zu
-        mu = (np.sum(s * y) + np.sum(np.where(has_l, g * zl, 0.0)) + np.sum(np.where(has_u, w * zu, 0.0))) / n_pairs
-        primal = np.sum(c * x)
-        dual = -np.sum(b * y) + np.sum(np.where(has_l, lower * zl, 0.0)) - np.sum(np.where(has_u, upper * zu, 0.0))
+        complementarity, primal, dual = _iterate_terms(
+            x, s, y, zl, zu, b, c, lower, upper, has_l, has_u, g, w, theta, D, rs, rl, ru
+        )
+        mu = complementarity / n_pairs
         error = _error(rp, rd, primal, dual, norm_b, norm_c)
         if error <= tol:
             return OPTIMAL, x, it
         if error < best_error:
             best_error, best_x = error, x.copy()
-        elif error > LOST * best_error:
+        elif not error <= LOST * best_error:  # (also not a number, as 0/0 gives: no optimum)
             break  # the last step went wrong: the normal equations lost their accuracy
-        theta = np.where(has_l, zl / g, 0.0) + np.where(has_u, zu / w, 0.0)
-        ok, L, MinvAF, S = _factor(cs, cr, cv, free, theta, s / y, m)
+        ok, L, MinvAF, S = _factor(cs, cr, cv, free, free_cols, theta, D, m)
         if not ok:
             break
-        # predictor: the affine direction (complementarity targets 0), then the corrector:
-        # centring towards sigma·mu, with the predictor's second-order term
-        rs, rl, ru = -s * y, np.where(has_l, -g * zl, 0.0), np.where(has_u, -w * zu, 0.0)
-        for corrector in (False, True):
-            h = -rd + np.where(has_l, rl / g, 0.0) - np.where(has_u, ru / w, 0.0)
-            dx, dy = _newton(cs, cr, cv, free, theta, L, MinvAF, S, h, rp - rs / y)
-            ds = (rs - s * dy) / y
-            dzl = np.where(has_l, (rl - zl * dx) / g, 0.0)
-            dzu = np.where(has_u, (ru + zu * dx) / w, 0.0)
-            ap = min(_max_step(s, ds, all_rows), _max_step(g, dx, has_l), _max_step(w, -dx, has_u))
-            ad = min(_max_step(y, dy, all_rows), _max_step(zl, dzl, has_l), _max_step(zu, dzu, has_u))
-            if corrector:
-                break
-            mu_aff = (
-                np.sum((s + ap * ds) * (y + ad * dy))
-                + np.sum(np.where(has_l, (g + ap * dx) * (zl + ad * dzl), 0.0))
-                + np.sum(np.where(has_u, (w - ap * dx) * (zu + ad * dzu), 0.0))
-            ) / n_pairs
-            target = (mu_aff / mu) ** 3 * mu
-            rs = target - s * y - ds * dy
-            rl = np.where(has_l, target - g * zl - dx * dzl, 0.0)
-            ru = np.where(has_u, target - w * zu + dx * dzu, 0.0)
+        # predictor: the affine direction (complementarity targets 0)
+        dx, dy, ds, dzl, dzu = _direction(
+            cs, cr, cv, free, free_cols, theta, L, MinvAF, S, rp, rd, rs, rl, ru, s, y, g, w, zl, zu, has_l, has_u
+        )
+        ap, ad = _step_lengths(s, y, g, w, zl, zu, dx, dy, ds, dzl, dzu, has_l, has_u)
+        _corrector_targets(s, y, g, w, zl, zu, dx, dy, ds, dzl, dzu, ap, ad, mu, n_pairs, has_l, has_u, rs, rl, ru)
+        dx, dy, ds, dzl, dzu = _direction(
+            cs, cr, cv, free, free_cols, theta, L, MinvAF, S, rp, rd, rs, rl, ru, s, y, g, w, zl, zu, has_l, has_u
+        )
+        ap, ad = _step_lengths(s, y, g, w, zl, zu, dx, dy, ds, dzl, dzu, has_l, has_u)
         ap, ad = STEP_TO_BOUNDARY * ap, STEP_TO_BOUNDARY * ad
-        x = x + ap * dx
-        s = s + ap * ds
-        y = y + ad * dy
-        zl = zl + ad * dzl
-        zu = zu + ad * dzu
+        s += ap * ds
+        y += ad * dy
+        x += ap * dx
+        zl += ad * dzl
+        zu += ad * dzu
     # Near the end the normal matrix's entries span ~18 orders of magnitude, and a step can
     # lose its accuracy before `tol` is met: the best iterate counts if it is within `accept`.
     if best_error <= accept:
@@ -335,7 +413,9 @@ def _compile() -> None:
     ]
     names = names[: names.index("_compile")]
     for name in names:
-        globals()[name] = numba.njit(cache=True, nogil=True)(globals()[name])
+        # error_model numpy: a division by zero gives inf or nan, as in numpy, instead of raising
+        # (an LP without an optimum drives the iterates there; the iterations then stop)
+        globals()[name] = numba.njit(cache=True, nogil=True, error_model="numpy")(globals()[name])
 
 
 TOLERANCE = 1e-8  # relative primal and dual infeasibility and duality gap at the end
