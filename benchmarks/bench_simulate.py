@@ -26,7 +26,8 @@ less, so Gavel's time over this floor is the most speed-up any rewrite of the
 rest could reach without changing a schedule.
 
 Each point is then run again on a candidate faster solve path (`--candidate`, default
-`simplex`; `reuse:N` is `--reuse-solves N`, `simplex+reuse:N` both), side by side with the
+`compiled-ipm+reuse:3`: rota's compiled interior point with `--reuse-solves 3`; a method alone,
+`simplex` or `compiled-ipm`; `reuse:N` alone is `--reuse-solves N`), side by side with the
 reference (interior point, every re-solve solved), and checked against the bounds a faster path
 must keep: average JCT within 0.5 % and makespan within 1 % of the reference's, and every LP the
 reference solved reaching the same objective within 1e-6 relative when the candidate's method
@@ -38,7 +39,8 @@ the same to the last bit (rounds, average JCT, makespan): its time is printed be
 The compiled function is loaded (or compiled, the first time on a machine) before anything is timed.
 
     python benchmarks/bench_simulate.py [--quick] [--jobs 300 | --window 150:300] [--rate 0.8] [--cluster 8:8:8]
-        [--candidate simplex|reuse:N|simplex+reuse:N|none] [--round-loop auto|python|compiled] [--repeat N]
+        [--candidate compiled-ipm+reuse:N|compiled-ipm|simplex|reuse:N|simplex+reuse:N|none]
+        [--round-loop auto|python|compiled] [--repeat N]
 
 --quick, or any point option, runs only the main (or that) point.
 """
@@ -333,10 +335,10 @@ def main() -> None:
     parser.add_argument("--gavel-samples", type=int, default=60, help="cvxpy solves timed (spread over the run)")
     parser.add_argument(
         "--candidate",
-        default="simplex",
-        help="a faster solve path to run side by side with the reference (interior point, every re-solve "
-        "solved) and check against #31's bounds: a method, reuse:N (--reuse-solves N), or both as "
-        "simplex+reuse:N; 'none' to skip (default simplex)",
+        default="compiled-ipm+reuse:3",
+        help="a faster solve path to run side by side with the reference (HiGHS interior point, every "
+        "re-solve solved) and check against #31's bounds: a method (simplex, compiled-ipm), reuse:N "
+        "(--reuse-solves N), or both as compiled-ipm+reuse:N; 'none' to skip (default compiled-ipm+reuse:3)",
     )
     parser.add_argument(
         "--round-loop",
@@ -372,6 +374,8 @@ def main() -> None:
     table = import_gavel(args.table)
     if args.round_loop != "python":  # load (or compile) the compiled loop before anything is timed
         run_point(table, {**main_point, "jobs": 5, "window": None}, [], round_loop=args.round_loop)
+    if candidate_method == highs.DENSE_METHOD and not dense_ipm.available():  # loaded before timing, too
+        raise SystemExit(f"--candidate {args.candidate}: {highs.DENSE_METHOD} needs numba (pip install 'rota[fast]')")
     reports = []
     for n, point in enumerate([main_point, *others]):
         report, problems = fastest(args.repeat, partial(run_point, table, point, [], round_loop=args.round_loop))

@@ -33,11 +33,14 @@ def test_bench_simulate_runs_its_main_point(tmp_path):
     # timed with the compiled round loop (numba is a test dependency), checked against the Python loop
     assert point["round_loop"] == "auto" and point["rounds_compiled"] == point["rounds"]
     assert point["python_loop"]["identical"] is True and point["python_loop"]["wall_s"] > 0
-    # the simplex path ran side by side: the same jobs, the same LP optima, its deltas computed
+    # the default fast path (compiled interior point, --reuse-solves 3) ran side by side: the same
+    # jobs, the same LP optima, its deltas computed; no LP of it went to HiGHS
     candidate = point["candidate"]
-    assert candidate["solver_method"] == "simplex" and candidate["jobs_finished"] == 300
-    assert candidate["max_objective_gap"] < 1e-6
-    # Issue #31's bounds hold for simplex on this point (recorded: +0.2 % average JCT), and the
+    assert candidate["solver_method"] == "compiled-ipm" and candidate["reuse_solves"] == 3
+    assert candidate["jobs_finished"] == 300 and candidate["resolves_reused"] > 0
+    assert candidate["highs_runs"] == 0 and candidate["speedup_ceiling_same_answers"] is None
+    assert 0 < candidate["max_objective_gap"] < 1e-6  # its own optima, not HiGHS's
+    # Issue #31's bounds hold for it on this point (recorded: -0.1 % average JCT), and the
     # benchmark says so: checked here from the two runs' own results.
     jct = candidate["avg_jct_h"] / point["avg_jct_h"] - 1
     span = candidate["makespan_h"] / point["makespan_h"] - 1
