@@ -197,15 +197,18 @@ def solve_matrix(
     (values, objective, seconds). Anything but an optimal end raises SolverError.
     An LP identical to a recent one gets that one's answer without a solve."""
     started = time.perf_counter()
+    if method == DENSE_METHOD and options is None:
+        # no answer store: the compiled solve of a small LP costs about what its key would
+        result = dense_ipm.try_solve(lp)
+        if result is not None:
+            return result[0], result[1], time.perf_counter() - started
     key = _answer_key(lp, {**(highs_options(method) if options is None else options), "rota_method": method})
     known = None if key is None else _ANSWERS.get(key)
     if known is not None:
         _ANSWERS.move_to_end(key)  # type: ignore[arg-type]
         return known[0].copy(), known[1], time.perf_counter() - started
-    result = dense_ipm.try_solve(lp) if method == DENSE_METHOD and options is None else None
-    if result is None:
-        solver = load_matrix(lp, method=method, policy=policy, options=options)
-        result = run_loaded(solver, policy=policy)
+    solver = load_matrix(lp, method=method, policy=policy, options=options)
+    result = run_loaded(solver, policy=policy)
     assert result is not None  # only allow_infeasible returns None
     values, objective = result
     if key is not None:
