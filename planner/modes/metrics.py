@@ -115,10 +115,10 @@ class LeaseCounter:
                         break
             if abs(float(batch.starts[0]) - prev.end_s) <= 1e-9:
                 self.extensions += int(batch.n_same[0])
-        if len(batch) > 1:
-            self.opportunities += int(batch.n_placed[:-1].sum())
-            joined = np.abs(batch.starts[1:] - batch.ends[:-1]) <= 1e-9
-            self.extensions += int(batch.n_same[1:][joined].sum())
+        if len(batch) > 1:  # a few rounds: plain lists cost less than numpy's calls
+            starts, ends, same = batch.starts.tolist(), batch.ends.tolist(), batch.n_same.tolist()
+            self.opportunities += sum(batch.n_placed[:-1].tolist())
+            self.extensions += sum(n for n, s, e in zip(same[1:], starts[1:], ends) if abs(s - e) <= 1e-9)
         self._previous = batch
 
     @property

@@ -337,6 +337,7 @@ class CompiledBooks:
         self.type_number = np.zeros(0, dtype=np.int64)
         self.scale = np.zeros(0, dtype=np.int64)
         self.in_alloc = np.zeros(0, dtype=bool)
+        self.multi_gpu = False  # whether some job noted so far needs more than one GPU
         self.alloc_seen: object = None
         self.outcome = np.empty(0, dtype=object)
 

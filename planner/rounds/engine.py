@@ -608,12 +608,12 @@ class Engine:
             held = self._held() if self.restart is not None else None  # before a re-solve drops pairs
             if self.need_update and interval_ok:
                 self._resolve()
-            if self._entries_version != mech.version:
-                self._refresh_entry_caches()
             if until_s is not None and not mech._pairs and not (one_round is not None and one_round()):
                 batch = self._compiled_rounds(until_s)
                 if batch is not None:
                     return batch
+            if self._entries_version != mech.version:  # (the compiled rounds keep their own)
+                self._refresh_entry_caches()
             placements = self._choose_and_place()
             if placements:
                 return self._execute(placements, held)
@@ -741,17 +741,21 @@ class Engine:
             books, alloc = self.compiled_books, mech.alloc
             jn = np.ascontiguousarray(mech._member_rows.array[:, 0])  # each entry's (only) job
             books.grow()
-            new_i = np.flatnonzero(~books.known[jn])
-            if len(new_i):  # jobs seen for the first time: note their fixed data
+            known = books.known[jn]
+            if not known.all():  # jobs seen for the first time: note their fixed data
                 numbers, outcomes = self._type_number, self.outcomes
+                new_i = np.flatnonzero(~known)
                 new, ids = jn[new_i], [keys[i][0] for i in new_i.tolist()]
                 books.total[new] = [outcomes[jid].job.total_steps for jid in ids]
                 books.type_number[new] = [numbers[jid] if jid in numbers else self._number_type(jid) for jid in ids]
-                books.scale[new] = [outcomes[jid].job.scale_factor for jid in ids]
+                scale = [outcomes[jid].job.scale_factor for jid in ids]
+                books.scale[new] = scale
+                books.multi_gpu = books.multi_gpu or max(scale) > 1
                 books.in_alloc[new] = [(jid,) in alloc for jid in ids]
                 books.outcome[new] = [outcomes[jid] for jid in ids]
                 books.known[new] = True
-            if len(jn) and books.scale[jn].max() == 1:  # every entry needs 1 GPU
+            # every entry needs 1 GPU (asked of the entries only once some job needed more)
+            if len(jn) and (not books.multi_gpu or books.scale[jn].max() == 1):
                 if alloc is not books.alloc_seen:  # a re-solve: which entries the allocation has
                     books.in_alloc[jn] = [k in alloc for k in keys]
                     books.alloc_seen = alloc
@@ -763,7 +767,8 @@ class Engine:
                     self._solo_array = np.array(table, dtype=float).reshape(len(table), len(self.types))
                 rates = self._solo_array[books.type_number[jn]]
                 alloc_rows = np.ascontiguousarray(mech._alloc_matrix())
-                arrays = (books.outcome[jn], rates, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
+                ok = rates > 0  # `runnable` of a job alone: where its rate is positive
+                arrays = (books.outcome[jn], rates, ok, books.total[jn], books.in_alloc[jn], alloc_rows, jn)
         self._compiled_cache = (mech.version, mech.alloc, arrays)
         return arrays
 
@@ -782,7 +787,8 @@ class Engine:
         return buffers[1:]
 
     def _geometry(self) -> tuple:
-        """Per worker type: GPUs, nodes, GPUs per node, node name -> number, node names (cached)."""
+        """Per worker type: GPUs, nodes, GPUs per node, node name -> number, node names; and
+        the GPUs of all types (cached)."""
         geometry = self._compiled_geometry
         if geometry is None:
             specs = [self.cluster.worker_types[w] for w in self.types]
@@ -792,6 +798,7 @@ class Engine:
                 np.array([s.gpus_per_node for s in specs], dtype=np.int64),
                 [{node: a for a, node in enumerate(s.nodes)} for s in specs],
                 [list(s.nodes) for s in specs],
+                sum(s.gpus for s in specs),
             )
         return geometry
 
@@ -819,16 +826,15 @@ class Engine:
         arrays = self._compiled_arrays() if n else None
         if arrays is None:  # no entries, or one that is not a single-GPU job
             return None
-        entry_outcomes, rates, total, has_alloc, alloc, jn = arrays
+        entry_outcomes, rates, ok, total, has_alloc, alloc, jn = arrays
         outcomes, types = self.outcomes, self.types
         books = self.compiled_books
         steps = np.fromiter(map(_STEPS_DONE, entry_outcomes), dtype=float, count=n)
-        cap, nodes, per_node, node_index, node_names = self._geometry()
+        cap, nodes, per_node, node_index, node_names, G = self._geometry()
         if mech._previous_source is None or mech._previous_source is not self._lease_source:
             self._reload_leases(jn, node_index)
         left = config.max_rounds - self.n_rounds
         K = max(1, min(left + 1, 256))  # room for one more: the call then stops at max_rounds, not full
-        G = int(cap.sum())
         busy = np.array([self.busy[w] for w in types], dtype=float)
         (starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
          last_steps, last_is_int, last_finish) = self._compiled_buffers(K, G)  # fmt: skip
@@ -839,7 +845,7 @@ class Engine:
             self._clock(), self._round_origin, float(config.round_s), float(last_reset),
             float(config.min_resolve_interval_s), bool(self.need_update), float(next_arrival), float(until_s),
             left, bool(self.policy.fifo),
-            mech._spent, mech._deficit, alloc, has_alloc, self._ok, rates, mech.worker_time, busy,
+            mech._spent, mech._deficit, alloc, has_alloc, ok, rates, mech.worker_time, busy,
             steps, total, np.asarray(self._visiting_order(), dtype=np.int64), cap, nodes, per_node,
             jn, books.lease, books.gpu_s, books.held, books.idle,
             starts, ends, n_placed, n_same, offsets, pl_entry, pl_type, pl_node, pl_gpu,
@@ -858,16 +864,15 @@ class Engine:
         for j, w in enumerate(types):
             self.busy[w] = float(busy[j])
         used, first = int(offsets[k]), int(offsets[k - 1])
-        placed = pl_entry[:used]
-        moved = np.unique(placed) if k > 1 else placed[first:]
+        # the entries placed in any of the rounds (np.unique costs ten times more on these sizes)
+        moved = np.flatnonzero(np.bincount(pl_entry[:used], minlength=n)) if k > 1 else pl_entry[first:used]
         for i, v in zip(moved.tolist(), steps[moved].tolist()):
             entry_outcomes[i].steps_done = v
         last = (
             pl_entry[first:used].copy(), pl_type[first:used].copy(), pl_node[first:used].copy(),
             pl_gpu[first:used].copy(), last_steps[: used - first].copy(), last_is_int[: used - first].copy(),
         )  # fmt: skip
-        fin_q = np.flatnonzero(finished[last[0]])
-        done = [(keys[i][0], f) for i, f in zip(last[0][fin_q].tolist(), last_finish[fin_q].tolist())]
+        done = _finished(stop, keys, last[0], finished, last_finish)
         end, start = float(ends[k - 1]), float(starts[k - 1])
         index = self.n_rounds + k - 1
 
@@ -1086,6 +1091,17 @@ class Engine:
             wall_s,
             self.restart_tally,
         )
+
+
+def _finished(
+    stop: int, keys: list[Key], entries: np.ndarray, finished: np.ndarray, finish: np.ndarray
+) -> list[tuple[str, float]]:
+    """(job, finish time) of each job a compiled call's last round finished, in placement order
+    (`entries`, `finish`: per placement); jobs finish only in a call's last round, which then stops."""
+    if stop != compiled_rounds.STOP_FINISHED:
+        return []
+    q = np.flatnonzero(finished[entries])
+    return [(keys[i][0], f) for i, f in zip(entries[q].tolist(), finish[q].tolist())]
 
 
 def run_engine(

@@ -393,8 +393,8 @@ class RoundMechanism:
             self._spent_rows.delete(row)
             self._deficit_rows.delete(row)
             self._member_rows.delete(row)
-            if self._alloc_rows is not None:
-                self._alloc_rows = np.delete(self._alloc_rows, row, axis=0)
+            if self._alloc_rows is not None:  # (np.delete takes three times as long)
+                self._alloc_rows = np.concatenate((self._alloc_rows[:row], self._alloc_rows[row + 1 :]))
         else:
             keep = np.ones(len(self.keys), dtype=bool)
             keep[gone] = False
