@@ -160,6 +160,7 @@ class JobGenerator:
         self._jobs = random.Random(c.seed + 2)
         self._gaps = random.Random(c.seed + 3)
         self._slo = random.Random(c.seed + 6) if c.slos else None
+        self._types: dict[tuple[str, int | None, int], tuple[JobType, float]] = {}
 
     def _job(self, index: int, arrival_s: float) -> Job:
         rng, c = self._jobs, self.config
@@ -171,9 +172,8 @@ class JobGenerator:
             template = rng.choice(self.templates)
             if scale == 1 or template.distributed:
                 break
-        jt = template.job_type
-        job_type = JobType(jt.model, jt.batch_size, scale)
-        steps = duration * self.table.solo(self.reference_type, job_type)
+        job_type, reference_rate = self._typed(template.job_type, scale)
+        steps = duration * reference_rate
         weight = 1.0
         if c.multi_priority and rng.uniform(0, 1) <= 0.2:
             weight = 5.0
@@ -181,6 +181,16 @@ class JobGenerator:
         job_id = str(index)
         self.durations[job_id] = duration
         return Job(job_id, job_type, steps, weight, arrival_s, slo_s=slo)
+
+    def _typed(self, jt: JobType, scale: int) -> tuple[JobType, float]:
+        """The job type drawn and its steps/s on the reference type, kept for the next draw of
+        the same (a trace draws thousands of jobs from a few dozen types)."""
+        key = (jt.model, jt.batch_size, scale)  # hashes in C
+        typed = self._types.get(key)
+        if typed is None:
+            job_type = JobType(jt.model, jt.batch_size, scale)
+            typed = self._types[key] = (job_type, self.table.solo(self.reference_type, job_type))
+        return typed
 
     def __iter__(self) -> Iterator[Job]:
         arrival, index = 0.0, 0

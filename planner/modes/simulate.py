@@ -25,7 +25,7 @@ from typing import Any
 from planner.errors import InputError
 from planner.formats.cluster import GAVEL_TYPE_ORDER, Cluster
 from planner.formats.jobs import Job
-from planner.formats.table import ThroughputTable
+from planner.formats.table import JobType, ThroughputTable
 from planner.formats.trace import default_reference_type
 from planner.modes.generator import JobGenerator
 from planner.modes.metrics import BooksUsage, GpuUsage, LeaseCounter, distribution, restart_metrics, rho, utilisation
@@ -174,6 +174,21 @@ def check_fits(job: Job, table: ThroughputTable, cluster: Cluster) -> None:
         )
 
 
+class _FitCheck:
+    """`check_fits`, asked once per job type and tenant: the answer depends on nothing else
+    (and a trace has thousands of jobs of a few dozen types)."""
+
+    def __init__(self, table: ThroughputTable, cluster: Cluster):
+        self.table, self.cluster = table, cluster
+        self._fit: set[tuple[JobType, str | None]] = set()
+
+    def __call__(self, job: Job) -> None:
+        key = (job.job_type, job.entity)
+        if key not in self._fit:
+            check_fits(job, self.table, self.cluster)
+            self._fit.add(key)
+
+
 class _Feed:
     """Engine source: every job up to time t, plus the next later one (for idle jumps).
 
@@ -183,14 +198,14 @@ class _Feed:
 
     def __init__(self, jobs: Iterator[Job], table: ThroughputTable, cluster: Cluster):
         self._stream = jobs
-        self.table, self.cluster = table, cluster
+        self._check = _FitCheck(table, cluster)
         self._next: Job | None = self._take()
         self._last: Job | None = None
 
     def _take(self) -> Job | None:
         job = next(self._stream, None)
         if job is not None:
-            check_fits(job, self.table, self.cluster)
+            self._check(job)
         return job
 
     def __call__(self, t: float | None) -> list[Job]:
@@ -220,8 +235,16 @@ class SimulationResult:
 
 def job_demand_gpu_s(job: Job, table: ThroughputTable, cluster: Cluster) -> float:
     """GPU-seconds the job needs at the least: alone on its fastest type that fits it."""
-    rates = [table.solo(w, job.job_type) for w in cluster.names if cluster.capacity(w) >= job.scale_factor]
-    best = max(rates, default=0.0)
+    return _demand_gpu_s(job, fastest_rate(job.job_type, table, cluster))
+
+
+def fastest_rate(job_type: JobType, table: ThroughputTable, cluster: Cluster) -> float:
+    """Steps/s of a job of this type alone on its fastest worker type that fits it (0.0: none)."""
+    rates = [table.solo(w, job_type) for w in cluster.names if cluster.capacity(w) >= job_type.scale_factor]
+    return max(rates, default=0.0)
+
+
+def _demand_gpu_s(job: Job, best: float) -> float:
     return math.inf if best <= 0 else job.remaining_steps / best * job.scale_factor
 
 
@@ -233,9 +256,18 @@ def offered_load(jobs: list[Job], rate_per_hour: float, table: ThroughputTable, 
     """
     if not jobs or rate_per_hour <= 0:
         return 0.0
+    check = _FitCheck(table, cluster)
     for job in jobs:
-        check_fits(job, table, cluster)
-    mean = sum(job_demand_gpu_s(j, table, cluster) for j in jobs) / len(jobs)
+        check(job)
+    fastest: dict[JobType, float] = {}  # per job type (thousands of jobs, a few dozen types)
+
+    def demand(job: Job) -> float:
+        best = fastest.get(job.job_type)
+        if best is None:
+            best = fastest[job.job_type] = fastest_rate(job.job_type, table, cluster)
+        return _demand_gpu_s(job, best)
+
+    mean = sum(demand(j) for j in jobs) / len(jobs)
     return rate_per_hour / 3600.0 * mean / cluster.total_gpus
 
 
