@@ -62,6 +62,13 @@ class MaxMinFairness:
 def max_min_lp(space: Space, factor: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
     """maximise t over the space with a fairness row per class,
     t - factor_c · (throughput of c) <= 0, between the space's head and tail rows."""
+    if space.pairs is None and space.tail.n == 0:
+        return _max_min_lp_unpacked(space, factor)
+    return _max_min_lp_built(space, factor)
+
+
+def _max_min_lp_built(space: Space, factor: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
+    """`max_min_lp` through the general LP builder."""
     lp = space.builder()
     t = int(lp.variables(1, -INF, INF)[0])
     lp.add(space.head)
@@ -70,3 +77,41 @@ def max_min_lp(space: Space, factor: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
     cost = np.zeros(lp.n_vars)
     cost[t] = 1.0
     return lp.build(cost, maximize=True)
+
+
+def _max_min_lp_unpacked(space: Space, factor: np.ndarray) -> tuple[MatrixLP, np.ndarray]:
+    """`max_min_lp` of a space without pairs, its arrays written directly: the very LP the builder
+    gives (tested), at a quarter of its cost, which counts when a simulation builds hundreds.
+    The head's first rows (capacity) name every x in order, so the columns are x, then t."""
+    head, n = space.head, space.n_cells
+    c_of = space.cell_class[space.by_class]
+    terms = (space.throughput[c_of, space.cell_type[space.by_class]] * factor[c_of]) * -1.0
+    k = len(space.per_class)
+    lengths = space.per_class + 1  # t, then the class's x in type order
+    lead = np.zeros(k, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=lead[1:])
+    rest = np.ones(len(terms) + k, dtype=bool)
+    rest[lead] = False
+    index = np.empty(len(rest), dtype=np.int64)
+    value = np.empty(len(rest))
+    index[lead], index[rest] = n, space.by_class
+    value[lead], value[rest] = 1.0, terms
+    all_lengths = np.concatenate((head.lengths, lengths))
+    start = np.zeros(len(all_lengths) + 1, dtype=np.int32)
+    np.cumsum(all_lengths, out=start[1:])
+    cost = np.zeros(n + 1)
+    cost[n] = 1.0
+    lower, upper = np.zeros(n + 1), np.ones(n + 1)
+    lower[n], upper[n] = -INF, INF
+    lp = MatrixLP(
+        cost=cost,
+        lower=lower,
+        upper=upper,
+        row_start=start,
+        row_index=np.concatenate((head.index, index)).astype(np.int32),
+        row_value=np.concatenate((head.value, value)).astype(float),
+        row_lower=np.concatenate((head.lower, np.full(k, -INF))).astype(float),
+        row_upper=np.concatenate((head.upper, np.zeros(k))).astype(float),
+        maximize=True,
+    )
+    return lp, np.arange(n + 1)
