@@ -246,6 +246,7 @@ class Engine:
         self._largest_gang: dict[int, int] = {}
         self.need_update = True
         type_order = self.config.type_order
+        self._fixed_orders: dict[tuple[str, ...], list[int]] = {}
         self.order = self._fixed_order(type_order) if type_order is not None else list(range(len(self.types)))
         self.finished = 0
         self.n_rounds = 0
@@ -510,8 +511,11 @@ class Engine:
                 self.submit(new)
 
     def _fixed_order(self, type_order: tuple[str, ...]) -> list[int]:
-        listed = [self.types.index(w) for w in type_order if w in self.types]
-        return listed + [j for j in range(len(self.types)) if j not in listed]
+        order = self._fixed_orders.get(type_order)  # (asked at every re-solve)
+        if order is None:
+            listed = [self.types.index(w) for w in type_order if w in self.types]
+            order = self._fixed_orders[type_order] = listed + [j for j in range(len(self.types)) if j not in listed]
+        return list(order)
 
     def _clock(self) -> float:
         if self.t is None:
@@ -536,12 +540,13 @@ class Engine:
         mech, t = self.mech, self._clock()
         mech.reset(t)
         current = list(self.active.values())
-        remaining = {jid: self.outcomes[jid].job.total_steps - self.outcomes[jid].steps_done for jid in self.active}
+        outcomes = self.outcomes
+        remaining = {jid: (out := outcomes[jid]).job.total_steps - out.steps_done for jid in self.active}
         problem = build_problem(current, self.decision_table, self.cluster, now=t, remaining=remaining)
         if not self.config.gavel_compat:
             self._hide_unplaceable(problem.throughput, problem.scale, current)
         allocation = self.policy.allocate(problem)
-        alloc: dict[Key, np.ndarray] = {(jid,): allocation.x[i] for i, jid in enumerate(problem.job_ids)}
+        alloc: dict[Key, np.ndarray] = dict(zip([(jid,) for jid in problem.job_ids], allocation.x))
         pairs = allocation.pair_x or {}
         for pair, row in pairs.items():
             alloc[pair] = row

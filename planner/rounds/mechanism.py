@@ -165,12 +165,21 @@ class GrowingRows:
         self.n += 1
 
     def extend(self, rows: np.ndarray) -> None:
-        while self.n + len(rows) > len(self._buffer):
+        self._reserve(len(rows))
+        self._buffer[self.n : self.n + len(rows)] = rows
+        self.n += len(rows)
+
+    def extend_with(self, count: int, value: float) -> None:
+        """`extend` by `count` rows of `value` each (no rows to build first)."""
+        self._reserve(count)
+        self._buffer[self.n : self.n + count] = value
+        self.n += count
+
+    def _reserve(self, count: int) -> None:
+        while self.n + count > len(self._buffer):
             grown = np.zeros((max(16, 2 * len(self._buffer)), self._buffer.shape[1]), dtype=self._buffer.dtype)
             grown[: self.n] = self._buffer[: self.n]
             self._buffer = grown
-        self._buffer[self.n : self.n + len(rows)] = rows
-        self.n += len(rows)
 
     def delete(self, row: int) -> None:
         self._buffer[row : self.n - 1] = self._buffer[row + 1 : self.n]
@@ -346,8 +355,8 @@ class RoundMechanism:
             rows[key] = first + i
         self._pairs += sum(len(key) > 1 for key in new)
         self.keys.extend(new)
-        self._spent_rows.extend(np.full((len(new), self.m), received))
-        self._deficit_rows.extend(np.zeros((len(new), self.m)))
+        self._spent_rows.extend_with(len(new), received)
+        self._deficit_rows.extend_with(len(new), 0.0)
         self._member_rows.extend(self._members(new))
         if self._alloc_rows is not None:  # the new rows (zeros for entries without an allocation)
             zero, alloc = np.zeros(self.m), self.alloc
