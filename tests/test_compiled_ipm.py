@@ -129,6 +129,25 @@ def test_an_lp_without_an_optimum_is_left_to_highs():
             highs.solve_matrix(lp, method=highs.DENSE_METHOD, policy="p")
 
 
+def test_lps_without_rows_or_with_a_fixed_column_go_to_highs():
+    """A NaN must never come back as an optimum (an LP without rows used to converge on one), and a
+    fixed column has no interior to start in."""
+    empty = np.zeros((0, 2))
+    unbounded = _lp(empty, np.zeros(0), np.array([1.0, 0.0]), np.zeros(2), np.array([INF, 1.0]))
+    fixed = _lp(np.array([[1.0, 1.0]]), np.array([1.5]), np.array([1.0, 1.0]), np.zeros(2), np.array([0.0, 1.0]))
+    assert dense_ipm.try_solve(unbounded) is None and dense_ipm.try_solve(fixed) is None
+    assert highs.solve_matrix(fixed, method=highs.DENSE_METHOD, policy="p")[1] == pytest.approx(1.0)
+
+
+def test_a_large_bound_does_not_loosen_the_other_rows():
+    """Feasibility is judged row by row: x2 + x3 <= 0.5 stays met beside x1 <= 1e7."""
+    A = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0], [0.0, 1.0, -1.0]])
+    lp = _lp(A, np.array([1e7, 0.5, 0.0]), np.array([1.0, 1.0, 0.3]), np.zeros(3), np.full(3, INF))
+    answer = dense_ipm.try_solve(lp)
+    assert answer is not None
+    assert answer[0][1] + answer[0][2] <= 0.5 + 1e-7 * 1.5
+
+
 def test_nan_never_converges():
     lp = _las_like(np.random.default_rng(0), 4, 2)
     lp.cost[-1] = np.nan
@@ -231,8 +250,10 @@ def test_the_cli_runs_it_and_refuses_it_without_numba(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["config"]["solver_method"] == highs.DENSE_METHOD
     monkeypatch.setattr(dense_ipm, "available", lambda: False)
+    monkeypatch.setattr(dense_ipm, "why_off", lambda: "RuntimeError: cannot cache function")
     result = _cli(*args, str(tmp_path / "sim2"), "--solver-method", highs.DENSE_METHOD)
-    assert result.exit_code == 2 and "needs numba" in " ".join(result.output.split()), result.output
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2 and "needs numba" in said and "cannot cache function" in said, result.output
     assert not (tmp_path / "sim2").exists()
     result = _cli(*args, str(tmp_path / "sim3"), "--solver-method", "newton")
     assert result.exit_code == 2 and "unknown solver method 'newton'" in result.output

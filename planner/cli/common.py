@@ -130,7 +130,8 @@ def check_method(method: str) -> None:
         )
     if method == DENSE_METHOD and not dense_ipm.available():
         raise InputError(
-            f"{DENSE_METHOD} needs numba: pip install 'rota[fast]' (or use --solver-method ipm)",
+            f"{DENSE_METHOD} needs numba, and compiled: pip install 'rota[fast]' (or use --solver-method ipm); "
+            f"here: {one_line(dense_ipm.why_off())}",
             field="--solver-method",
         )
 

@@ -232,10 +232,18 @@ def _inside_bounds(lower, upper, has_l, has_u):
     return x
 
 
-def _error(rp, rd, primal, dual, norm_b, norm_c):
-    """The largest of the relative primal infeasibility, dual infeasibility and duality gap."""
-    largest_rp = np.max(np.abs(rp)) if len(rp) else 0.0
-    return max(largest_rp / norm_b, np.max(np.abs(rd)) / norm_c, abs(primal - dual) / (1.0 + abs(primal)))
+def _error(rp, b, rd, primal, dual, norm_c):
+    """The largest of the relative primal infeasibility (each row against its own bound, so that
+    one large bound does not loosen the others), dual infeasibility and duality gap; infinite
+    when any is not a number."""
+    if np.isnan(primal - dual) or np.isnan(rp).any() or np.isnan(rd).any():  # (max() would drop a nan)
+        return np.inf
+    error = abs(primal - dual) / (1.0 + abs(primal))
+    for i in range(len(rp)):
+        error = max(error, abs(rp[i]) / (1.0 + abs(b[i])))
+    for j in range(len(rd)):
+        error = max(error, abs(rd[j]) / norm_c)
+    return error
 
 
 def _step_lengths(s, y, g, w, zl, zu, dx, dy, ds, dzl, dzu, has_l, has_u):
@@ -355,7 +363,6 @@ def solve(start, index, value, b, c, lower, upper, tol, accept, max_iter):
     zl = np.where(has_l, 1.0, 0.0)
     zu = np.where(has_u, 1.0, 0.0)
     n_pairs = m + int(has_l.sum()) + int(has_u.sum())
-    norm_b = 1.0 + (np.max(np.abs(b)) if m else 0.0)
     norm_c = 1.0 + (np.max(np.abs(c)) if n else 0.0)
     g, w, theta, D = np.ones(n), np.ones(n), np.zeros(n), np.empty(m)
     rs, rl, ru = np.empty(m), np.zeros(n), np.zeros(n)
@@ -368,12 +375,14 @@ def solve(start, index, value, b, c, lower, upper, tol, accept, max_iter):
             x, s, y, zl, zu, b, c, lower, upper, has_l, has_u, g, w, theta, D, rs, rl, ru
         )
         mu = complementarity / n_pairs
-        error = _error(rp, rd, primal, dual, norm_b, norm_c)
+        error = _error(rp, b, rd, primal, dual, norm_c)
         if error <= tol:
             return OPTIMAL, x, it
+        if error == np.inf:
+            break  # not a number: an LP without an optimum drives the iterates there
         if error < best_error:
             best_error, best_x = error, x.copy()
-        elif not error <= LOST * best_error:  # (also not a number, as 0/0 gives: no optimum)
+        elif error > LOST * best_error:
             break  # the last step went wrong: the normal equations lost their accuracy
         ok, L, MinvAF, S = _factor(cs, cr, cv, free, free_cols, theta, D, m)
         if not ok:
@@ -401,7 +410,7 @@ def solve(start, index, value, b, c, lower, upper, tol, accept, max_iter):
     return NOT_CONVERGED, best_x, it
 
 
-def _compile() -> None:
+def _compile(cache: bool) -> None:
     """Replace this module's functions by their numba-compiled versions: numba compiles a call
     between compiled functions only when the callee is compiled too, and it resolves the callee
     by its global name."""
@@ -415,7 +424,7 @@ def _compile() -> None:
     for name in names:
         # error_model numpy: a division by zero gives inf or nan, as in numpy, instead of raising
         # (an LP without an optimum drives the iterates there; the iterations then stop)
-        globals()[name] = numba.njit(cache=True, nogil=True, error_model="numpy")(globals()[name])
+        globals()[name] = numba.njit(cache=cache, nogil=True, error_model="numpy")(globals()[name])
 
 
 TOLERANCE = 1e-8  # relative primal and dual infeasibility and duality gap at the end
@@ -430,7 +439,10 @@ def _kernel() -> Callable | None:
     """`solve`, compiled (once per machine, a few seconds; then loaded from numba's cache),
     tried on a two-column LP; None without numba or when compiling fails (HiGHS then solves)."""
     try:
-        _compile()
+        try:
+            _compile(cache=True)
+        except RuntimeError:  # no writable cache location at all: compile in every process instead
+            _compile(cache=False)
         kernel = globals()["solve"]
         trial = kernel(
             np.array([0, 2], dtype=np.int64), np.array([0, 1], dtype=np.int64), np.array([1.0, 1.0]),
@@ -453,10 +465,12 @@ def available() -> bool:
 
 def try_solve(lp: MatrixLP) -> tuple[np.ndarray, float] | None:
     """(values, objective) of `lp`, or None when this solver does not take it: an LP with
-    integer columns, a row bounded below or not bounded above, more than MAX_ROWS rows, numba
-    missing, or no convergence within MAX_ITERATIONS (the caller then asks HiGHS). An LP with
+    integer columns, a fixed column, no rows, a row bounded below or not bounded above, more than
+    MAX_ROWS rows, numba missing, or no convergence within MAX_ITERATIONS (the caller then asks HiGHS). An LP with
     no optimum (infeasible, unbounded) never converges here, so HiGHS is the one to say so."""
-    if lp.integer is not None or lp.n_rows > MAX_ROWS or lp.n_cols == 0:
+    if lp.integer is not None or not 0 < lp.n_rows <= MAX_ROWS or lp.n_cols == 0:
+        return None
+    if np.any(lp.lower >= lp.upper):  # a fixed column (or an empty range) has no interior to start in
         return None
     if not (np.all(np.isneginf(lp.row_lower)) and np.all(np.isfinite(lp.row_upper))):
         return None
@@ -469,6 +483,11 @@ def try_solve(lp: MatrixLP) -> tuple[np.ndarray, float] | None:
         lp.row_upper.astype(float, copy=False), cost.astype(float, copy=False),
         lp.lower.astype(float, copy=False), lp.upper.astype(float, copy=False), TOLERANCE, ACCEPTED, MAX_ITERATIONS,
     )  # fmt: skip
-    if status != OPTIMAL:
+    if status != OPTIMAL or not np.all(np.isfinite(x)):
         return None
     return x, float(np.dot(lp.cost, x))
+
+
+def why_off() -> str:
+    """Why the compiled solver does not run here (after `available()` said False)."""
+    return _OFF[0] if _OFF else "numba is not installed"
